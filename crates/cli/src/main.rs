@@ -1,0 +1,252 @@
+//! `tributary`: the command-line interface to a Tributary graph.
+
+mod output;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tributary::{At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions};
+
+use output::Format;
+
+const EXIT_HELP: &str = "Exit status: 0 success; 2 usage error; 65 invalid input (the message names \
+the line and field); 66 not found; 75 conflict or unavailable (retry); 70 internal error.";
+
+/// A graph store on Lance tables.
+///
+/// GRAPH is a local directory (or file:// URI) holding one graph.
+#[derive(Debug, Parser)]
+#[command(name = "tributary", version, after_help = EXIT_HELP)]
+struct Cli {
+    /// Output format [default: table on a terminal, ndjson otherwise]
+    #[arg(long, global = true, value_enum)]
+    format: Option<Format>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a new graph from a schema file.
+    Init {
+        /// Where to create the graph (must not already hold one).
+        graph: String,
+        /// The schema file (node and edge type declarations).
+        #[arg(long, short)]
+        schema: PathBuf,
+    },
+    /// Load NDJSON as one commit: every line is validated first, and nothing is written
+    /// unless all are valid.
+    Load {
+        graph: String,
+        /// NDJSON file, or `-` for standard input.
+        #[arg(default_value = "-")]
+        file: String,
+        /// What an existing key means: `upsert` replaces the row, `insert` refuses the load.
+        #[arg(long, value_enum, default_value_t = ModeArg::Upsert)]
+        mode: ModeArg,
+        #[arg(long, default_value = tributary::MAIN_BRANCH)]
+        branch: String,
+    },
+    /// Read rows of a node or edge type.
+    Read {
+        graph: String,
+        /// Node or edge type name.
+        r#type: String,
+        /// SQL predicate, e.g. "age > 30 AND status = 'active'".
+        #[arg(long)]
+        filter: Option<String>,
+        /// Comma-separated columns to show.
+        #[arg(long, value_delimiter = ',')]
+        select: Option<Vec<String>>,
+        #[arg(long)]
+        limit: Option<usize>,
+        #[command(flatten)]
+        at: AtArgs,
+    },
+    /// Show one node or edge by key (an edge's key is `from->to` unless it declares @key).
+    Get {
+        graph: String,
+        r#type: String,
+        key: String,
+        #[command(flatten)]
+        at: AtArgs,
+    },
+    /// Show the nodes connected to a node over an edge type.
+    Neighbors {
+        graph: String,
+        /// The node's type.
+        r#type: String,
+        /// The node's key.
+        key: String,
+        /// The edge type to follow.
+        #[arg(long)]
+        edge: String,
+        /// Follow edges into the node instead of out of it.
+        #[arg(long = "in")]
+        incoming: bool,
+        #[command(flatten)]
+        at: AtArgs,
+    },
+    /// Show the commits of a branch, newest first.
+    Log {
+        graph: String,
+        #[arg(long, default_value = tributary::MAIN_BRANCH)]
+        branch: String,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Print the graph's schema.
+    Schema { graph: String },
+}
+
+#[derive(Debug, clap::Args)]
+struct AtArgs {
+    /// Read at this branch's head.
+    #[arg(long, default_value = tributary::MAIN_BRANCH)]
+    branch: String,
+    /// Read at this commit instead of a branch head.
+    #[arg(long)]
+    commit: Option<String>,
+}
+
+impl AtArgs {
+    fn at(&self) -> At {
+        match &self.commit {
+            Some(commit) => At::Commit(commit.clone()),
+            None => At::Branch(self.branch.clone()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Upsert,
+    Insert,
+}
+
+/// A failure to report: the message and the exit status.
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl From<tributary::Error> for Failure {
+    fn from(error: tributary::Error) -> Self {
+        let code = match error.kind() {
+            ErrorKind::InvalidInput => 65,
+            ErrorKind::NotFound => 66,
+            ErrorKind::Conflict | ErrorKind::Unavailable | ErrorKind::Fenced => 75,
+            ErrorKind::Internal => 70,
+        };
+        Failure { message: error.to_string(), code }
+    }
+}
+
+fn input_failure(message: String) -> Failure {
+    Failure { message, code: 65 }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::from(70);
+        }
+    };
+    let format = Format::resolve(cli.format);
+    match runtime.block_on(run(cli.command, format)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+async fn run(command: Command, format: Format) -> Result<(), Failure> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
+        output::write_batch(out, format, batch).map_err(|message| Failure { message, code: 70 })
+    };
+    match command {
+        Command::Init { graph, schema } => {
+            let source = std::fs::read_to_string(&schema)
+                .map_err(|e| input_failure(format!("cannot read schema {}: {e}", schema.display())))?;
+            let opened = Graph::init(&graph, &source).await?;
+            let types = opened.catalog().types.len();
+            let head = opened.snapshot(&At::default()).await?;
+            let rows = vec![
+                ("graph".to_owned(), graph),
+                ("types".to_owned(), types.to_string()),
+                ("commit".to_owned(), head.id),
+            ];
+            emit(&mut out, &output::pairs_batch(("field", "value"), &rows))
+        }
+        Command::Load { graph, file, mode, branch } => {
+            let text = read_input(&file)?;
+            let opened = Graph::open(&graph).await?;
+            let mode = match mode {
+                ModeArg::Upsert => LoadMode::Upsert,
+                ModeArg::Insert => LoadMode::Insert,
+            };
+            let options = LoadOptions { branch, mode, ..Default::default() };
+            let outcome = opened.load(&text, &options).await?;
+            let mut rows: Vec<(String, String)> =
+                outcome.rows.iter().map(|(ty, n)| (ty.clone(), n.to_string())).collect();
+            rows.push(("commit".to_owned(), outcome.commit.id));
+            emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
+        }
+        Command::Read { graph, r#type, filter, select, limit, at } => {
+            let opened = Graph::open(&graph).await?;
+            let options = ReadOptions { at: at.at(), filter, select, limit };
+            let batch = opened.read(&r#type, &options).await?;
+            emit(&mut out, &batch)
+        }
+        Command::Get { graph, r#type, key, at } => {
+            let opened = Graph::open(&graph).await?;
+            match opened.get(&r#type, &key, &at.at()).await? {
+                Some(batch) => emit(&mut out, &batch),
+                None => Err(Failure { message: format!("{type} `{key}` not found", type = r#type), code: 66 }),
+            }
+        }
+        Command::Neighbors { graph, r#type, key, edge, incoming, at } => {
+            let opened = Graph::open(&graph).await?;
+            let direction = if incoming { Direction::In } else { Direction::Out };
+            let batch = opened.neighbors(&r#type, &key, &edge, direction, &at.at()).await?;
+            emit(&mut out, &batch)
+        }
+        Command::Log { graph, branch, limit } => {
+            let opened = Graph::open(&graph).await?;
+            let commits = opened.log(&branch, limit).await?;
+            emit(&mut out, &output::commits_batch(&commits))
+        }
+        Command::Schema { graph } => {
+            let opened = Graph::open(&graph).await?;
+            let source = opened.schema_source();
+            let result = match format {
+                Format::Table | Format::Csv => write!(out, "{source}"),
+                Format::Json | Format::Ndjson => writeln!(out, "{}", serde_json::json!({ "schema": source })),
+            };
+            result.map_err(|e| Failure { message: e.to_string(), code: 70 })
+        }
+    }
+}
+
+fn read_input(file: &str) -> Result<String, Failure> {
+    if file == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| input_failure(format!("cannot read standard input: {e}")))?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(file).map_err(|e| input_failure(format!("cannot read {file}: {e}")))
+    }
+}

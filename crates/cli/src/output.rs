@@ -1,0 +1,123 @@
+//! Rendering results as a table, JSON, NDJSON or CSV. Every result is an Arrow batch.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_cast::display::{ArrayFormatter, FormatOptions};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+use clap::ValueEnum;
+use tributary::CommitRecord;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns for people (the default on a terminal).
+    Table,
+    /// One JSON array.
+    Json,
+    /// One JSON object per line (the default when piped).
+    Ndjson,
+    /// Comma-separated values with a header row.
+    Csv,
+}
+
+impl Format {
+    pub fn resolve(explicit: Option<Format>) -> Format {
+        use std::io::IsTerminal;
+        explicit.unwrap_or(if std::io::stdout().is_terminal() { Format::Table } else { Format::Ndjson })
+    }
+}
+
+pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    match format {
+        Format::Table => {
+            let shown = arrow_cast::pretty::pretty_format_batches(std::slice::from_ref(batch)).map_err(|e| err(&e))?;
+            writeln!(out, "{shown}").map_err(|e| err(&e))?;
+            let n = batch.num_rows();
+            writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(|e| err(&e))
+        }
+        Format::Json => {
+            let mut writer = arrow_json::ArrayWriter::new(&mut *out);
+            writer.write(batch).map_err(|e| err(&e))?;
+            writer.finish().map_err(|e| err(&e))?;
+            writeln!(out).map_err(|e| err(&e))
+        }
+        Format::Ndjson => {
+            let mut writer = arrow_json::LineDelimitedWriter::new(&mut *out);
+            writer.write(batch).map_err(|e| err(&e))?;
+            writer.finish().map_err(|e| err(&e))
+        }
+        Format::Csv => write_csv(out, batch).map_err(|e| err(&e)),
+    }
+}
+
+/// CSV by each value's display form, so nested columns (lists, vectors) render too.
+fn write_csv(out: &mut dyn Write, batch: &RecordBatch) -> std::io::Result<()> {
+    let header: Vec<String> = batch.schema().fields().iter().map(|f| csv_field(f.name())).collect();
+    writeln!(out, "{}", header.join(","))?;
+    let options = FormatOptions::default();
+    let formatters: Vec<ArrayFormatter> = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options))
+        .collect::<Result<_, _>>()
+        .map_err(std::io::Error::other)?;
+    for row in 0..batch.num_rows() {
+        let cells: Vec<String> = batch
+            .columns()
+            .iter()
+            .zip(&formatters)
+            .map(|(column, f)| if column.is_null(row) { String::new() } else { csv_field(&f.value(row).to_string()) })
+            .collect();
+        writeln!(out, "{}", cells.join(","))?;
+    }
+    Ok(())
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+/// The commit log as a batch: one row per commit.
+pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
+    let strings = |f: &dyn Fn(&CommitRecord) -> String| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(commits.iter().map(f)))
+    };
+    let joined = |map: &std::collections::BTreeMap<String, u64>| {
+        map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+    };
+    let schema = Schema::new(vec![
+        Field::new("commit", DataType::Utf8, false),
+        Field::new("parent", DataType::Utf8, true),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("actor", DataType::Utf8, false),
+        Field::new("time", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new("rows", DataType::Int64, false),
+        Field::new("rows_written", DataType::Utf8, false),
+        Field::new("tables", DataType::Utf8, false),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        strings(&|c| c.id.clone()),
+        Arc::new(StringArray::from(commits.iter().map(|c| c.parent.clone()).collect::<Vec<_>>())),
+        strings(&|c| c.kind.to_string()),
+        strings(&|c| c.actor.clone()),
+        Arc::new(TimestampMicrosecondArray::from_iter_values(commits.iter().map(|c| c.time_micros)).with_timezone("UTC")),
+        Arc::new(Int64Array::from_iter_values(commits.iter().map(|c| c.rows_written.values().sum::<u64>() as i64))),
+        strings(&|c| joined(&c.rows_written)),
+        strings(&|c| joined(&c.tables)),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).expect("commit columns match their schema")
+}
+
+/// A two-column batch of `(name, value)` pairs, for summaries.
+pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatch {
+    let schema = Schema::new(vec![Field::new(names.0, DataType::Utf8, false), Field::new(names.1, DataType::Utf8, false)]);
+    let keys = StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()));
+    let values = StringArray::from_iter_values(rows.iter().map(|r| r.1.as_str()));
+    RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(values)]).expect("two string columns")
+}

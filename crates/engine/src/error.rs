@@ -1,0 +1,115 @@
+use ingest_core::LineError;
+use snafu::Snafu;
+
+/// What a caller can do about an error: the small public classification every engine
+/// error maps to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is wrong (schema, data, filter); retrying it unchanged will fail again.
+    InvalidInput,
+    /// Another writer won a race; re-read and retry.
+    Conflict,
+    /// Another process took over a writer this one held.
+    Fenced,
+    /// Temporarily unable to accept work; retry later.
+    Unavailable,
+    /// A graph, branch, commit, type or key that does not exist.
+    NotFound,
+    /// A bug or an I/O failure.
+    Internal,
+}
+
+#[derive(Debug, Snafu)]
+#[snafu(visibility(pub(crate)))]
+pub enum Error {
+    #[snafu(display("schema error: {source}"))]
+    Schema { source: ingest_core::SchemaError },
+
+    #[snafu(display("{}", describe_lines(errors)))]
+    InvalidData { errors: Vec<LineError> },
+
+    #[snafu(display("unknown type `{name}`"))]
+    UnknownType { name: String },
+
+    #[snafu(display("`{name}` is a {actual}, not a {expected}"))]
+    WrongKind { name: String, expected: &'static str, actual: &'static str },
+
+    #[snafu(display("invalid {what}: {message}"))]
+    InvalidRequest { what: String, message: String },
+
+    #[snafu(display("{source}"))]
+    Publish { source: tributary_publisher::Error },
+
+    #[snafu(display("{source}"))]
+    Storage { source: tributary_storage::Error },
+
+    #[snafu(display("{action} on `{table}` failed: {source}"))]
+    Lance { action: String, table: String, source: lance::Error },
+
+    #[snafu(display("recovery of intent `{intent}` failed: {message}"))]
+    Recovery { intent: String, message: String },
+
+    #[snafu(display("injected failure at `{point}`"))]
+    Injected { point: String },
+}
+
+/// Show at most the first ten line errors; the count says how many there were.
+fn describe_lines(errors: &[LineError]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = match errors.len() {
+        1 => "1 invalid line, nothing was written:".to_owned(),
+        n => format!("{n} invalid lines, nothing was written:"),
+    };
+    for error in errors.iter().take(SHOWN) {
+        text.push_str("\n  ");
+        text.push_str(&error.to_string());
+    }
+    if errors.len() > SHOWN {
+        text.push_str(&format!("\n  … and {} more", errors.len() - SHOWN));
+    }
+    text
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        use tributary_publisher::Error as P;
+        match self {
+            Error::Schema { .. }
+            | Error::InvalidData { .. }
+            | Error::WrongKind { .. }
+            | Error::InvalidRequest { .. } => ErrorKind::InvalidInput,
+            Error::UnknownType { .. } => ErrorKind::NotFound,
+            Error::Publish { source } => match source {
+                P::Conflict { .. } => ErrorKind::Conflict,
+                P::BranchNotFound { .. } | P::CommitNotFound { .. } | P::NotAGraph { .. } => {
+                    ErrorKind::NotFound
+                }
+                P::AlreadyExists { .. } => ErrorKind::InvalidInput,
+                _ => ErrorKind::Internal,
+            },
+            Error::Lance { source, .. } => match source {
+                lance::Error::CommitConflict { .. }
+                | lance::Error::RetryableCommitConflict { .. }
+                | lance::Error::IncompatibleTransaction { .. }
+                | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
+                lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => {
+                    ErrorKind::InvalidInput
+                }
+                _ => ErrorKind::Internal,
+            },
+            Error::Storage { .. } | Error::Recovery { .. } | Error::Injected { .. } => {
+                ErrorKind::Internal
+            }
+        }
+    }
+
+    /// Per-line errors of a rejected load, if that is what this is.
+    pub fn line_errors(&self) -> &[LineError] {
+        match self {
+            Error::InvalidData { errors } => errors,
+            _ => &[],
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

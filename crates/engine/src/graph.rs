@@ -1,0 +1,197 @@
+//! `Graph`: one graph root, its catalog and its commit chain.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow_schema::{Field, Schema, SchemaRef};
+use ingest_core::{Catalog, TypeDef, TypeKind};
+use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
+use lance::dataset::WriteMode;
+use lance::Dataset;
+use snafu::{OptionExt, ResultExt};
+use tokio::sync::Mutex;
+use tributary_publisher::{CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord};
+use tributary_storage::{GraphStore, OpCounter};
+
+use crate::error::{
+    InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu,
+    UnknownTypeSnafu, WrongKindSnafu,
+};
+
+pub const MAIN_BRANCH: &str = "main";
+const INIT_ACTOR: &str = "tributary:init";
+
+/// Which commit a read or write starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    /// The head of a branch.
+    Branch(String),
+    /// One commit, by id.
+    Commit(String),
+}
+
+impl Default for At {
+    fn default() -> Self {
+        At::Branch(MAIN_BRANCH.to_owned())
+    }
+}
+
+/// An open graph. Cheap to share behind an `Arc`; writes to one branch are serialized.
+pub struct Graph {
+    pub(crate) store: GraphStore,
+    pub(crate) catalog: Catalog,
+    pub(crate) publisher: ManifestCasPublisher,
+    /// One write queue per branch: loads (and later folds) of a branch run one at a time.
+    write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+}
+
+impl std::fmt::Debug for Graph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Graph").field("root", &self.store.root()).finish_non_exhaustive()
+    }
+}
+
+impl Graph {
+    /// Create a graph at `uri` (a local path or `file://` URI) with the schema `source`.
+    pub async fn init(uri: &str, source: &str) -> Result<Graph> {
+        Self::init_with_store(GraphStore::new(uri).context(StorageSnafu)?, source).await
+    }
+
+    /// Open the graph at `uri`, rolling forward or discarding any interrupted write.
+    pub async fn open(uri: &str) -> Result<Graph> {
+        Self::open_with_store(GraphStore::new(uri).context(StorageSnafu)?).await
+    }
+
+    /// Open with every object-store operation counted in `counter` (cost tests).
+    pub async fn open_counted(uri: &str, counter: OpCounter) -> Result<Graph> {
+        Self::open_with_store(GraphStore::with_counter(uri, Some(counter)).context(StorageSnafu)?)
+            .await
+    }
+
+    pub async fn init_with_store(store: GraphStore, source: &str) -> Result<Graph> {
+        let catalog = Catalog::parse(source).context(SchemaSnafu)?;
+        if store.dataset_exists(tributary_publisher::MANIFEST_PATH).await.context(StorageSnafu)? {
+            return Err(tributary_publisher::Error::AlreadyExists {
+                uri: store.root().display().to_string(),
+            })
+            .context(PublishSnafu);
+        }
+        // Tables left by an init that crashed before its manifest existed are overwritten:
+        // without a manifest nothing of them was ever visible.
+        let mut tables = BTreeMap::new();
+        for ty in &catalog.types {
+            let path = ty.table_path();
+            let uri = store.uri_of(&path);
+            let reader = arrow_array::RecordBatchIterator::new(Vec::new(), table_schema(ty));
+            let dataset = Dataset::write(reader, uri.as_str(), Some(store.write_params(WriteMode::Overwrite)))
+                .await
+                .context(LanceSnafu { action: "create table", table: path.clone() })?;
+            tables.insert(path, dataset.version().version);
+        }
+        let schema = SchemaRecord { version: 1, source: source.to_owned() };
+        let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
+            .await
+            .context(PublishSnafu)?;
+        Ok(Graph::assemble(store, catalog, publisher))
+    }
+
+    pub async fn open_with_store(store: GraphStore) -> Result<Graph> {
+        let publisher = ManifestCasPublisher::open(&store).await.context(PublishSnafu)?;
+        let schema = publisher.schema().await.context(PublishSnafu)?;
+        let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
+        let graph = Graph::assemble(store, catalog, publisher);
+        graph.recover().await?;
+        Ok(graph)
+    }
+
+    fn assemble(store: GraphStore, catalog: Catalog, publisher: ManifestCasPublisher) -> Graph {
+        Graph { store, catalog, publisher, write_queues: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn store(&self) -> &GraphStore {
+        &self.store
+    }
+
+    /// The publisher, for callers that need the commit chain directly.
+    pub fn publisher(&self) -> &ManifestCasPublisher {
+        &self.publisher
+    }
+
+    /// The schema source text the graph was created with.
+    pub fn schema_source(&self) -> &str {
+        &self.catalog.source
+    }
+
+    /// Resolve a branch head or commit id to the commit that pins exact table versions.
+    pub async fn snapshot(&self, at: &At) -> Result<CommitRecord> {
+        match at {
+            At::Branch(branch) => self.publisher.head(branch).await.context(PublishSnafu),
+            At::Commit(id) => self.publisher.commit(id).await.context(PublishSnafu),
+        }
+    }
+
+    /// Commits of `branch`, newest first.
+    pub async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
+        self.publisher.log(branch, limit).await.context(PublishSnafu)
+    }
+
+    pub(crate) fn type_def(&self, name: &str) -> Result<&TypeDef> {
+        self.catalog.get(name).context(UnknownTypeSnafu { name })
+    }
+
+    pub(crate) fn node_type(&self, name: &str) -> Result<&TypeDef> {
+        let ty = self.type_def(name)?;
+        if ty.kind != TypeKind::Node {
+            return WrongKindSnafu { name, expected: "node type", actual: "edge type" }.fail();
+        }
+        Ok(ty)
+    }
+
+    pub(crate) fn edge_type(&self, name: &str) -> Result<&TypeDef> {
+        let ty = self.type_def(name)?;
+        if ty.kind != TypeKind::Edge {
+            return WrongKindSnafu { name, expected: "edge type", actual: "node type" }.fail();
+        }
+        Ok(ty)
+    }
+
+    /// Open a type's table at the version `snapshot` pins.
+    pub(crate) async fn open_table(&self, snapshot: &CommitRecord, ty: &TypeDef) -> Result<Dataset> {
+        let path = ty.table_path();
+        let version = snapshot.tables.get(&path).copied().context(InvalidRequestSnafu {
+            what: "snapshot",
+            message: format!("commit {} does not pin table {path}", snapshot.id),
+        })?;
+        self.store.open_dataset(&path, Some(version)).await.context(StorageSnafu)
+    }
+
+    /// The write queue of `branch`: hold the guard for the whole write.
+    pub(crate) async fn write_queue(&self, branch: &str) -> Arc<Mutex<()>> {
+        let mut queues = self.write_queues.lock().await;
+        queues.entry(branch.to_owned()).or_default().clone()
+    }
+}
+
+/// The Lance schema of a type's table: the catalog's Arrow schema with `id` marked as
+/// Lance's unenforced primary key (the MemWAL and merge-insert key on it).
+pub(crate) fn table_schema(ty: &TypeDef) -> SchemaRef {
+    let schema = ty.arrow_schema();
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            if field.name() == "id" {
+                let mut metadata = field.metadata().clone();
+                metadata.insert(LANCE_UNENFORCED_PRIMARY_KEY.to_owned(), "true".to_owned());
+                field.as_ref().clone().with_metadata(metadata)
+            } else {
+                field.as_ref().clone()
+            }
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}

@@ -1,0 +1,118 @@
+//! Recovery sidecars: the intent of a multi-table write, recorded before its first table
+//! commit so that a crash between table commits and the publish can be finished or dropped.
+//!
+//! A sidecar never holds data: only which staged Lance transactions belong to one graph
+//! commit. Protocol: stage every table → write the sidecar → commit each table → publish
+//! (the commit records the sidecar id as its `intent`) → delete the sidecar.
+
+use std::collections::BTreeMap;
+
+use lance::dataset::transaction::Transaction;
+use lance_table::format::pb;
+use prost::Message;
+use serde::{Deserialize, Serialize};
+use tributary_publisher::CommitKind;
+
+use crate::error::{Error, Result};
+
+pub(crate) const RECOVERY_DIR: &str = "__recovery";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Intent {
+    pub id: String,
+    pub branch: String,
+    pub expected_head: String,
+    pub actor: String,
+    pub kind: CommitKind,
+    pub rows_written: BTreeMap<String, u64>,
+    pub tables: Vec<StagedTable>,
+}
+
+/// One table's staged transaction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct StagedTable {
+    pub path: String,
+    pub read_version: u64,
+    pub transaction_uuid: String,
+    /// The Lance transaction as protobuf, hex-encoded, so recovery can commit it.
+    pub transaction: String,
+}
+
+impl Intent {
+    pub fn new_id() -> String {
+        uuid::Uuid::new_v4().simple().to_string()
+    }
+
+    pub fn sidecar_path(id: &str) -> String {
+        format!("{RECOVERY_DIR}/{id}.json")
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Plain strings and numbers only: serialization cannot fail.
+        serde_json::to_vec_pretty(self).expect("intent serializes")
+    }
+
+    pub fn from_bytes(id: &str, bytes: &[u8]) -> Result<Intent> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Recovery {
+            intent: id.to_owned(),
+            message: format!("unreadable sidecar: {e}"),
+        })
+    }
+}
+
+impl StagedTable {
+    pub fn new(path: String, read_version: u64, transaction: &Transaction) -> Result<StagedTable> {
+        let message = pb::Transaction::try_from(transaction).map_err(|e| Error::Lance {
+            action: "encode staged transaction".to_owned(),
+            table: path.clone(),
+            source: e,
+        })?;
+        Ok(StagedTable {
+            path,
+            read_version,
+            transaction_uuid: transaction.uuid.clone(),
+            transaction: to_hex(&message.encode_to_vec()),
+        })
+    }
+
+    pub fn decode(&self, intent: &str) -> Result<Transaction> {
+        let fail = |message: String| Error::Recovery { intent: intent.to_owned(), message };
+        let bytes = from_hex(&self.transaction).ok_or_else(|| fail("bad transaction hex".into()))?;
+        let message = pb::Transaction::decode(bytes.as_slice())
+            .map_err(|e| fail(format!("bad transaction of {}: {e}", self.path)))?;
+        Transaction::try_from(message).map_err(|e| fail(format!("bad transaction of {}: {e}", self.path)))
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(DIGITS[(byte >> 4) as usize] as char);
+        out.push(DIGITS[(byte & 0xf) as usize] as char);
+    }
+    out
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips() {
+        let bytes = vec![0u8, 1, 15, 16, 255, 128];
+        assert_eq!(from_hex(&to_hex(&bytes)), Some(bytes));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+    }
+}

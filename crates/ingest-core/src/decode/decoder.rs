@@ -1,0 +1,399 @@
+//! The line decoder: envelope → type → validated row → column builders.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use super::convert::{convert_field, Cell};
+use super::json::{quote, Json};
+use super::table::{KeyValue, StagedRow, TableBuilder};
+use super::{Decoded, LineError};
+use crate::schema::{Catalog, TypeDef, TypeKind};
+
+/// Unknown-type errors list the declared types when there are at most this many.
+const MAX_LISTED_TYPES: usize = 12;
+
+const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data";
+
+/// Decodes NDJSON lines against a catalog into per-type Arrow builders.
+pub struct Decoder<'c> {
+    catalog: &'c Catalog,
+    tables: Vec<TableBuilder<'c>>,
+    table_by_name: HashMap<&'c str, usize>,
+    rejects: Vec<LineError>,
+    buffered_rows: usize,
+}
+
+/// Why a line is rejected, before the line number is attached.
+struct Reject {
+    field: Option<String>,
+    reason: String,
+}
+
+impl Reject {
+    fn line(reason: impl Into<String>) -> Reject {
+        Reject {
+            field: None,
+            reason: reason.into(),
+        }
+    }
+
+    fn field(field: &str, reason: impl Into<String>) -> Reject {
+        Reject {
+            field: Some(field.to_owned()),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The top-level members of a line, each still raw.
+#[derive(Default)]
+struct Envelope<'a> {
+    node_type: Option<Json<'a>>,
+    edge_type: Option<Json<'a>>,
+    from: Option<Json<'a>>,
+    to: Option<Json<'a>>,
+    from_type: Option<Json<'a>>,
+    to_type: Option<Json<'a>>,
+    data: Option<Json<'a>>,
+}
+
+impl<'a> Envelope<'a> {
+    fn from_members(members: Vec<(Cow<'a, str>, Json<'a>)>) -> Result<Envelope<'a>, Reject> {
+        let mut envelope = Envelope::default();
+        for (key, value) in members {
+            let slot = match key.as_ref() {
+                "type" => &mut envelope.node_type,
+                "edge" => &mut envelope.edge_type,
+                "from" => &mut envelope.from,
+                "to" => &mut envelope.to,
+                "from_type" => &mut envelope.from_type,
+                "to_type" => &mut envelope.to_type,
+                "data" => &mut envelope.data,
+                _ => {
+                    return Err(Reject::line(format!(
+                        "unknown key {} (expected {ENVELOPE_KEYS})",
+                        quote(&key)
+                    )))
+                }
+            };
+            if slot.is_some() {
+                return Err(Reject::line(format!("key {} appears twice", quote(&key))));
+            }
+            *slot = Some(value);
+        }
+        Ok(envelope)
+    }
+}
+
+impl<'c> Decoder<'c> {
+    pub fn new(catalog: &'c Catalog) -> Self {
+        let tables: Vec<TableBuilder<'c>> = catalog.types.iter().map(TableBuilder::new).collect();
+        let table_by_name = catalog
+            .types
+            .iter()
+            .enumerate()
+            .map(|(index, ty)| (ty.name.as_str(), index))
+            .collect();
+        Decoder {
+            catalog,
+            tables,
+            table_by_name,
+            rejects: Vec::new(),
+            buffered_rows: 0,
+        }
+    }
+
+    /// Decode one line (1-based `line_no`, chosen by the caller). A valid line becomes one
+    /// row; an invalid line becomes one `LineError` and appends nothing. Blank lines are
+    /// skipped.
+    pub fn push_line(&mut self, line_no: u64, line: &str) {
+        if line.trim().is_empty() {
+            return;
+        }
+        match self.stage(line) {
+            Ok(row) => {
+                self.tables[row.table].append(line_no, row);
+                self.buffered_rows += 1;
+            }
+            Err(Reject { field, reason }) => self.rejects.push(LineError {
+                line: line_no,
+                field,
+                reason,
+            }),
+        }
+    }
+
+    /// Number of valid rows buffered so far (all types).
+    pub fn buffered_rows(&self) -> usize {
+        self.buffered_rows
+    }
+
+    /// Number of rejected lines buffered so far.
+    pub fn buffered_rejects(&self) -> usize {
+        self.rejects.len()
+    }
+
+    /// Take everything decoded so far; the decoder is left empty and reusable.
+    pub fn finish(&mut self) -> Decoded {
+        let batches = self
+            .tables
+            .iter_mut()
+            .filter(|table| table.row_count() > 0)
+            .map(TableBuilder::finish)
+            .collect();
+        let mut rejects = std::mem::take(&mut self.rejects);
+        // Callers may push lines out of order (e.g. several readers); report in line order.
+        rejects.sort_by_key(|reject| reject.line);
+        self.buffered_rows = 0;
+        Decoded { batches, rejects }
+    }
+
+    /// Validate and convert a whole line without touching any builder.
+    fn stage<'l>(&self, line: &'l str) -> Result<StagedRow<'l>, Reject> {
+        let members = match Json::parse(line) {
+            Ok(Json::Object(members)) => members,
+            Ok(other) => {
+                return Err(Reject::line(format!(
+                    "expected a JSON object, found {}",
+                    other.describe()
+                )))
+            }
+            Err(error) => {
+                return Err(Reject::line(format!(
+                    "malformed JSON: {}",
+                    json_error(&error)
+                )))
+            }
+        };
+        let envelope = Envelope::from_members(members)?;
+        let (table_index, def) = self.resolve_type(&envelope)?;
+
+        let endpoints = match def.kind {
+            TypeKind::Edge => Some(check_endpoints(def, &envelope)?),
+            TypeKind::Node => {
+                let edge_only = [
+                    ("from", &envelope.from),
+                    ("to", &envelope.to),
+                    ("from_type", &envelope.from_type),
+                    ("to_type", &envelope.to_type),
+                ];
+                if let Some((key, _)) = edge_only.iter().find(|(_, value)| value.is_some()) {
+                    return Err(Reject::line(format!(
+                        "\"{key}\" only applies to edges, but {} is a node type",
+                        def.name
+                    )));
+                }
+                None
+            }
+        };
+
+        let table = &self.tables[table_index];
+        let cells = stage_fields(table, envelope.data)?;
+        let key = match table.key_index {
+            Some(index) => {
+                let key_field = &def.fields[index];
+                let key = cells[index].as_ref().and_then(KeyValue::from_cell);
+                match key {
+                    Some(KeyValue::Text(text)) if text.is_empty() => {
+                        return Err(Reject::field(&key_field.name, "key must not be empty"))
+                    }
+                    Some(key) => Some(key),
+                    None => return Err(Reject::field(&key_field.name, "key is missing or null")),
+                }
+            }
+            None if def.kind == TypeKind::Node => {
+                return Err(Reject::line(format!(
+                    "node type {} declares no @key field",
+                    def.name
+                )))
+            }
+            None => None,
+        };
+        Ok(StagedRow {
+            table: table_index,
+            key,
+            endpoints,
+            cells,
+        })
+    }
+
+    /// Find the type a line names and check it is used as the right kind.
+    fn resolve_type(&self, envelope: &Envelope<'_>) -> Result<(usize, &'c TypeDef), Reject> {
+        let (member, name_value, used_as) = match (&envelope.node_type, &envelope.edge_type) {
+            (Some(name), None) => ("type", name, TypeKind::Node),
+            (None, Some(name)) => ("edge", name, TypeKind::Edge),
+            (Some(_), Some(_)) => {
+                return Err(Reject::line(
+                    "a line has \"type\" (a node) or \"edge\" (an edge), not both",
+                ))
+            }
+            (None, None) => {
+                return Err(Reject::line(
+                    "expected a \"type\" (node) or \"edge\" (edge) key naming the row's type",
+                ))
+            }
+        };
+        let Json::Str(name) = name_value else {
+            return Err(Reject::line(format!(
+                "\"{member}\" must be a type name string, found {}",
+                name_value.describe()
+            )));
+        };
+        let Some(&index) = self.table_by_name.get(name.as_ref()) else {
+            return Err(Reject::line(self.unknown_type(name)));
+        };
+        let def = &self.catalog.types[index];
+        match (def.kind, used_as) {
+            (TypeKind::Node, TypeKind::Edge) => Err(Reject::line(format!(
+                "{} is a node type: write {{\"type\": \"{}\", ...}}, not \"edge\"",
+                def.name, def.name
+            ))),
+            (TypeKind::Edge, TypeKind::Node) => Err(Reject::line(format!(
+                "{} is an edge type: write {{\"edge\": \"{}\", \"from\": ..., \"to\": ...}}, not \"type\"",
+                def.name, def.name
+            ))),
+            _ => Ok((index, def)),
+        }
+    }
+
+    fn unknown_type(&self, name: &str) -> String {
+        let names: Vec<&str> = self
+            .catalog
+            .types
+            .iter()
+            .map(|ty| ty.name.as_str())
+            .collect();
+        if names.is_empty() {
+            format!(
+                "unknown type {} (the schema declares no types)",
+                quote(name)
+            )
+        } else if names.len() <= MAX_LISTED_TYPES {
+            format!(
+                "unknown type {} (known types: {})",
+                quote(name),
+                names.join(", ")
+            )
+        } else {
+            format!("unknown type {}", quote(name))
+        }
+    }
+}
+
+/// `from`/`to` must be non-empty strings; optional `from_type`/`to_type` must match the
+/// edge's declared endpoints.
+fn check_endpoints<'l>(
+    def: &TypeDef,
+    envelope: &Envelope<'l>,
+) -> Result<(Cow<'l, str>, Cow<'l, str>), Reject> {
+    let (declared_from, declared_to) = match &def.edge {
+        Some(ends) => (ends.from.as_str(), ends.to.as_str()),
+        None => {
+            return Err(Reject::line(format!(
+                "edge type {} has no endpoints",
+                def.name
+            )))
+        }
+    };
+    let endpoint = |member: &str, value: &Option<Json<'l>>| match value {
+        Some(Json::Str(key)) if !key.is_empty() => Ok(key.clone()),
+        Some(other) => Err(Reject::field(
+            member,
+            format!(
+                "expected a non-empty node key string, found {}",
+                other.describe()
+            ),
+        )),
+        None => Err(Reject::field(
+            member,
+            format!("missing \"{member}\" (the key of the edge's node)"),
+        )),
+    };
+    let from = endpoint("from", &envelope.from)?;
+    let to = endpoint("to", &envelope.to)?;
+
+    let given_type = |member: &str, value: &Option<Json<'l>>| match value {
+        None => Ok(None),
+        Some(Json::Str(name)) => Ok(Some(name.clone())),
+        Some(other) => Err(Reject::field(
+            member,
+            format!(
+                "expected a node type name string, found {}",
+                other.describe()
+            ),
+        )),
+    };
+    let from_type = given_type("from_type", &envelope.from_type)?;
+    let to_type = given_type("to_type", &envelope.to_type)?;
+    let from_type = from_type.as_deref().unwrap_or(declared_from);
+    let to_type = to_type.as_deref().unwrap_or(declared_to);
+    if from_type != declared_from || to_type != declared_to {
+        return Err(Reject::line(format!(
+            "edge {} connects {declared_from} -> {declared_to}, not {from_type} -> {to_type}",
+            def.name
+        )));
+    }
+    Ok((from, to))
+}
+
+/// Convert the `data` object into one cell per declared field, checking unknown,
+/// duplicate and required fields.
+fn stage_fields<'l>(
+    table: &TableBuilder<'_>,
+    data: Option<Json<'l>>,
+) -> Result<Vec<Option<Cell<'l>>>, Reject> {
+    let def = table.def;
+    let members = match data {
+        None | Some(Json::Null) => Vec::new(),
+        Some(Json::Object(members)) => members,
+        Some(other) => {
+            return Err(Reject::line(format!(
+                "\"data\" must be an object, found {}",
+                other.describe()
+            )))
+        }
+    };
+    let mut cells: Vec<Option<Cell<'l>>> = vec![None; def.fields.len()];
+    for (name, value) in members {
+        let Some(index) = def.fields.iter().position(|field| field.name == name) else {
+            return Err(Reject::field(&name, unknown_field(def)));
+        };
+        let field = &def.fields[index];
+        if cells[index].is_some() {
+            return Err(Reject::field(&field.name, "field appears twice"));
+        }
+        let cell = match value {
+            Json::Null if field.nullable => Cell::Null,
+            Json::Null => return Err(Reject::field(&field.name, required(field))),
+            value => {
+                convert_field(field, value).map_err(|reason| Reject::field(&field.name, reason))?
+            }
+        };
+        cells[index] = Some(cell);
+    }
+    for (index, field) in def.fields.iter().enumerate() {
+        if cells[index].is_none() && !field.nullable && !table.has_default(index) {
+            return Err(Reject::field(&field.name, required(field)));
+        }
+    }
+    Ok(cells)
+}
+
+fn required(field: &crate::schema::FieldDef) -> String {
+    format!("required field is missing or null (expected {})", field.ty)
+}
+
+fn unknown_field(def: &TypeDef) -> String {
+    let names: Vec<&str> = def.fields.iter().map(|field| field.name.as_str()).collect();
+    format!("unknown field ({} has: {})", def.name, names.join(", "))
+}
+
+/// serde_json's message without its "at line 1 column N" suffix (every line is line 1 to
+/// serde_json), with the column kept.
+fn json_error(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let message = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(message, _)| message);
+    format!("{message} at column {}", error.column())
+}

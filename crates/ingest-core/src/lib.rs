@@ -1,0 +1,12 @@
+//! Tributary's ingest core: the schema language, the catalog it produces, and NDJSON →
+//! Arrow decoding with synchronous validation. No Lance dependency, so it compiles and
+//! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
+
+pub mod decode;
+pub mod schema;
+
+pub use decode::{decode_str, Decoded, Decoder, LineError, TypeBatch};
+pub use schema::{
+    Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,
+    Number, Position, RangeBound, SchemaError, StreamOptions, TypeDef, TypeKind,
+};

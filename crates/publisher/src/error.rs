@@ -1,0 +1,36 @@
+use snafu::Snafu;
+
+#[derive(Debug, Snafu)]
+#[snafu(visibility(pub(crate)))]
+pub enum Error {
+    /// The branch head moved since the plan was made. Re-read the head and retry.
+    #[snafu(display(
+        "publish conflict on branch `{branch}`: expected head {}, found {}",
+        expected.as_deref().unwrap_or("<none>"),
+        actual.as_deref().unwrap_or("<none>")
+    ))]
+    Conflict { branch: String, expected: Option<String>, actual: Option<String> },
+
+    #[snafu(display("branch `{branch}` does not exist"))]
+    BranchNotFound { branch: String },
+
+    #[snafu(display("commit `{id}` does not exist"))]
+    CommitNotFound { id: String },
+
+    #[snafu(display("a graph already exists at `{uri}`"))]
+    AlreadyExists { uri: String },
+
+    #[snafu(display("no graph at `{uri}` (no __manifest)"))]
+    NotAGraph { uri: String },
+
+    #[snafu(display("the manifest row `{key}` is corrupt: {source}"))]
+    CorruptRow { key: String, source: serde_json::Error },
+
+    #[snafu(display("manifest {action} failed: {source}"))]
+    Lance { action: String, source: lance::Error },
+
+    #[snafu(display("{source}"))]
+    Storage { source: tributary_storage::Error },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

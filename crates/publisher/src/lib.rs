@@ -1,0 +1,35 @@
+//! The graph's single commit point.
+//!
+//! A [`Publisher`] makes table versions graph-visible by moving a branch head with one
+//! compare-and-swap. [`ManifestCasPublisher`] does it on the `__manifest` Lance table.
+
+mod error;
+mod manifest;
+mod record;
+
+use async_trait::async_trait;
+
+pub use error::{Error, Result};
+pub use manifest::{ManifestCasPublisher, MANIFEST_PATH};
+pub use record::{CommitKind, CommitRecord, PublishPlan, SchemaRecord};
+
+/// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
+/// publisher later.
+#[async_trait]
+pub trait Publisher: Send + Sync {
+    /// Move `plan.branch` from `plan.expected_head` to a new commit. A head that moved
+    /// meanwhile is [`Error::Conflict`]: nothing was published; re-read and retry.
+    async fn publish(&self, plan: PublishPlan) -> Result<CommitRecord>;
+
+    /// The commit at the head of `branch`.
+    async fn head(&self, branch: &str) -> Result<CommitRecord>;
+
+    /// One commit by id.
+    async fn commit(&self, id: &str) -> Result<CommitRecord>;
+
+    /// Commits of `branch`, newest first, following parents from the head.
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>>;
+
+    /// The graph's schema.
+    async fn schema(&self) -> Result<SchemaRecord>;
+}

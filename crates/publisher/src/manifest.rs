@@ -1,0 +1,295 @@
+//! `ManifestCasPublisher`: graph heads and commits as rows of the `__manifest` Lance table.
+//!
+//! Rows are `(key, value)` with `value` a JSON document:
+//! - `schema` → [`SchemaRecord`];
+//! - `graph_head:<branch>` → the head [`CommitRecord`] (self-contained, so opening a
+//!   snapshot at a head reads one row);
+//! - `graph_commit:<id>` → every [`CommitRecord`].
+//!
+//! A publish is one merge-insert of the new head and commit rows with no conflict retries:
+//! Lance refuses it if another writer changed the head row since our read, which is the
+//! compare-and-swap.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch, RecordBatchIterator, StringArray};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use lance::dataset::optimize::{compact_files, CompactionOptions};
+use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
+use lance::Dataset;
+use snafu::{OptionExt, ResultExt};
+use tokio::sync::Mutex;
+use tributary_storage::GraphStore;
+
+use crate::error::{
+    AlreadyExistsSnafu, BranchNotFoundSnafu, CommitNotFoundSnafu, CorruptRowSnafu, Error,
+    LanceSnafu, NotAGraphSnafu, Result, StorageSnafu,
+};
+use crate::record::{new_commit_id, now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord};
+use crate::Publisher;
+
+pub const MANIFEST_PATH: &str = "__manifest.lance";
+const SCHEMA_KEY: &str = "schema";
+const HEAD_PREFIX: &str = "graph_head:";
+const COMMIT_PREFIX: &str = "graph_commit:";
+
+/// Compact the manifest when a publish leaves more data fragments than this. Each publish
+/// adds one fragment; without compaction publish and snapshot-open cost would grow with
+/// history. With it they read at most this many (+1) small files.
+const MAX_FRAGMENTS: usize = 8;
+
+fn manifest_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Utf8, false),
+    ]))
+}
+
+fn rows_batch(rows: &[(String, String)]) -> RecordBatch {
+    let keys = StringArray::from_iter_values(rows.iter().map(|(k, _)| k.as_str()));
+    let values = StringArray::from_iter_values(rows.iter().map(|(_, v)| v.as_str()));
+    // The two columns always match the fixed schema, so this cannot fail.
+    RecordBatch::try_new(manifest_schema(), vec![Arc::new(keys), Arc::new(values)])
+        .expect("manifest rows match the manifest schema")
+}
+
+fn head_key(branch: &str) -> String {
+    format!("{HEAD_PREFIX}{branch}")
+}
+
+fn commit_key(id: &str) -> String {
+    format!("{COMMIT_PREFIX}{id}")
+}
+
+fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> String {
+    // Records are plain structs of strings and numbers: serialization cannot fail.
+    serde_json::to_string(value).expect("manifest records serialize")
+}
+
+fn parse<T: serde::de::DeserializeOwned>(key: &str, value: &str) -> Result<T> {
+    serde_json::from_str(value).context(CorruptRowSnafu { key })
+}
+
+fn is_commit_conflict(error: &lance::Error) -> bool {
+    matches!(
+        error,
+        lance::Error::CommitConflict { .. }
+            | lance::Error::RetryableCommitConflict { .. }
+            | lance::Error::IncompatibleTransaction { .. }
+            | lance::Error::TooMuchWriteContention { .. }
+    )
+}
+
+/// Publisher over the `__manifest` table of one graph.
+pub struct ManifestCasPublisher {
+    store: GraphStore,
+    dataset: Mutex<Dataset>,
+}
+
+impl ManifestCasPublisher {
+    /// Create the manifest of a new graph: its schema and the first commit of `main`
+    /// pinning `tables`.
+    pub async fn create(
+        store: &GraphStore,
+        schema: SchemaRecord,
+        tables: std::collections::BTreeMap<String, u64>,
+        actor: &str,
+    ) -> Result<(Self, CommitRecord)> {
+        if store.dataset_exists(MANIFEST_PATH).await.context(StorageSnafu)? {
+            return AlreadyExistsSnafu { uri: store.root().display().to_string() }.fail();
+        }
+        let first = CommitRecord {
+            id: new_commit_id(),
+            parent: None,
+            branch: "main".to_owned(),
+            actor: actor.to_owned(),
+            kind: CommitKind::Schema,
+            time_micros: now_micros(),
+            tables,
+            rows_written: Default::default(),
+            intent: None,
+        };
+        let rows = vec![
+            (SCHEMA_KEY.to_owned(), to_json(&schema)),
+            (head_key("main"), to_json(&first)),
+            (commit_key(&first.id), to_json(&first)),
+        ];
+        let uri = store.uri_of(MANIFEST_PATH);
+        let reader = RecordBatchIterator::new(vec![Ok(rows_batch(&rows))], manifest_schema());
+        let dataset = Dataset::write(reader, uri.as_str(), Some(store.write_params(WriteMode::Create)))
+            .await
+            .context(LanceSnafu { action: "create" })?;
+        Ok((Self { store: store.clone(), dataset: Mutex::new(dataset) }, first))
+    }
+
+    /// Open the manifest of an existing graph.
+    pub async fn open(store: &GraphStore) -> Result<Self> {
+        if !store.dataset_exists(MANIFEST_PATH).await.context(StorageSnafu)? {
+            return NotAGraphSnafu { uri: store.root().display().to_string() }.fail();
+        }
+        let dataset = store.open_dataset(MANIFEST_PATH, None).await.context(StorageSnafu)?;
+        Ok(Self { store: store.clone(), dataset: Mutex::new(dataset) })
+    }
+
+    /// Lance version of the manifest table (for tests and diagnostics).
+    pub async fn manifest_version(&self) -> Result<u64> {
+        let mut dataset = self.dataset.lock().await;
+        dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+        Ok(dataset.version().version)
+    }
+
+    /// The graph root this publisher commits to.
+    pub fn store(&self) -> &GraphStore {
+        &self.store
+    }
+
+    async fn latest(&self) -> Result<tokio::sync::MutexGuard<'_, Dataset>> {
+        let mut dataset = self.dataset.lock().await;
+        dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+        Ok(dataset)
+    }
+
+    async fn read_rows(dataset: &Dataset, filter: &str) -> Result<HashMap<String, String>> {
+        let mut scan = dataset.scan();
+        scan.filter(filter).context(LanceSnafu { action: "filter" })?;
+        let batch = scan.try_into_batch().await.context(LanceSnafu { action: "scan" })?;
+        let keys = string_column(&batch, "key");
+        let values = string_column(&batch, "value");
+        let mut rows = HashMap::with_capacity(batch.num_rows());
+        if let (Some(keys), Some(values)) = (keys, values) {
+            for i in 0..batch.num_rows() {
+                rows.insert(keys.value(i).to_owned(), values.value(i).to_owned());
+            }
+        }
+        Ok(rows)
+    }
+
+    async fn read_row(dataset: &Dataset, key: &str) -> Result<Option<String>> {
+        let mut rows = Self::read_rows(dataset, &format!("key = {}", quote(key))).await?;
+        Ok(rows.remove(key))
+    }
+
+    async fn read_head(dataset: &Dataset, branch: &str) -> Result<Option<CommitRecord>> {
+        let key = head_key(branch);
+        match Self::read_row(dataset, &key).await? {
+            Some(value) => Ok(Some(parse(&key, &value)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Keep the fragment count bounded; see [`MAX_FRAGMENTS`]. A failure here leaves the
+    /// published commit intact, so it is logged rather than returned.
+    async fn maintain(dataset: &mut Dataset) {
+        if dataset.get_fragments().len() <= MAX_FRAGMENTS {
+            return;
+        }
+        let options = CompactionOptions { materialize_deletions_threshold: 0.0, ..Default::default() };
+        if let Err(error) = compact_files(dataset, options, None).await {
+            tracing::warn!(%error, "manifest compaction failed; will retry on a later publish");
+        }
+    }
+}
+
+fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
+    batch.column_by_name(name)?.as_any().downcast_ref::<StringArray>()
+}
+
+#[async_trait]
+impl Publisher for ManifestCasPublisher {
+    async fn publish(&self, plan: PublishPlan) -> Result<CommitRecord> {
+        let mut dataset = self.latest().await?;
+        let head = Self::read_head(&dataset, &plan.branch).await?;
+        let actual = head.as_ref().map(|h| h.id.clone());
+        if actual != plan.expected_head {
+            return Err(Error::Conflict { branch: plan.branch, expected: plan.expected_head, actual });
+        }
+        let mut tables = head.as_ref().map(|h| h.tables.clone()).unwrap_or_default();
+        tables.extend(plan.tables);
+        let record = CommitRecord {
+            id: new_commit_id(),
+            parent: actual,
+            branch: plan.branch.clone(),
+            actor: plan.actor,
+            kind: plan.kind,
+            time_micros: now_micros(),
+            tables,
+            rows_written: plan.rows_written,
+            intent: plan.intent,
+        };
+        let json = to_json(&record);
+        let batch = rows_batch(&[(head_key(&plan.branch), json.clone()), (commit_key(&record.id), json)]);
+
+        let mut builder = MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".to_owned()])
+            .context(LanceSnafu { action: "publish" })?;
+        builder
+            .when_matched(WhenMatched::UpdateAll)
+            .when_not_matched(WhenNotMatched::InsertAll)
+            .conflict_retries(0)
+            .skip_auto_cleanup(true);
+        let job = builder.try_build().context(LanceSnafu { action: "publish" })?;
+        match job.execute_batches(vec![batch]).await {
+            Ok((published, _stats)) => {
+                *dataset = published.as_ref().clone();
+            }
+            Err(error) if is_commit_conflict(&error) => {
+                dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+                let actual = Self::read_head(&dataset, &plan.branch).await?.map(|h| h.id);
+                return Err(Error::Conflict {
+                    branch: plan.branch,
+                    expected: record.parent,
+                    actual,
+                });
+            }
+            Err(source) => return Err(Error::Lance { action: "publish".to_owned(), source }),
+        }
+        Self::maintain(&mut dataset).await;
+        Ok(record)
+    }
+
+    async fn head(&self, branch: &str) -> Result<CommitRecord> {
+        let dataset = self.latest().await?;
+        Self::read_head(&dataset, branch).await?.context(BranchNotFoundSnafu { branch })
+    }
+
+    async fn commit(&self, id: &str) -> Result<CommitRecord> {
+        let dataset = self.latest().await?;
+        let key = commit_key(id);
+        let value = Self::read_row(&dataset, &key).await?.context(CommitNotFoundSnafu { id })?;
+        parse(&key, &value)
+    }
+
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
+        let dataset = self.latest().await?;
+        let head = Self::read_head(&dataset, branch).await?.context(BranchNotFoundSnafu { branch })?;
+        let rows = Self::read_rows(&dataset, &format!("starts_with(key, {})", quote(COMMIT_PREFIX))).await?;
+        let mut log = Vec::new();
+        let mut next = Some(head.id);
+        while let Some(id) = next {
+            if log.len() >= limit {
+                break;
+            }
+            let key = commit_key(&id);
+            let record: CommitRecord = match rows.get(&key) {
+                Some(value) => parse(&key, value)?,
+                None => return CommitNotFoundSnafu { id }.fail(),
+            };
+            next = record.parent.clone();
+            log.push(record);
+        }
+        Ok(log)
+    }
+
+    async fn schema(&self) -> Result<SchemaRecord> {
+        let dataset = self.latest().await?;
+        let value = Self::read_row(&dataset, SCHEMA_KEY)
+            .await?
+            .context(NotAGraphSnafu { uri: self.store.root().display().to_string() })?;
+        parse(SCHEMA_KEY, &value)
+    }
+}

@@ -1,0 +1,80 @@
+//! What a graph commit records.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a commit was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CommitKind {
+    Load,
+    Fold,
+    Schema,
+    Branch,
+    Merge,
+}
+
+impl fmt::Display for CommitKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            CommitKind::Load => "load",
+            CommitKind::Fold => "fold",
+            CommitKind::Schema => "schema",
+            CommitKind::Branch => "branch",
+            CommitKind::Merge => "merge",
+        };
+        f.write_str(name)
+    }
+}
+
+/// One graph commit: the exact table versions a snapshot reads, and how it came to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    pub id: String,
+    pub parent: Option<String>,
+    pub branch: String,
+    pub actor: String,
+    pub kind: CommitKind,
+    /// Microseconds since the Unix epoch.
+    pub time_micros: i64,
+    /// Table path (e.g. `nodes/Person.lance`) → Lance version pinned by this commit.
+    pub tables: BTreeMap<String, u64>,
+    /// Table path → rows written by this commit.
+    pub rows_written: BTreeMap<String, u64>,
+    /// The id of the recovery sidecar that made this commit, so recovery can tell
+    /// whether a sidecar's publish already happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+}
+
+/// What a writer asks the publisher to make visible.
+#[derive(Debug, Clone)]
+pub struct PublishPlan {
+    pub branch: String,
+    /// The head this plan was built on; `None` only for a branch's first commit.
+    pub expected_head: Option<String>,
+    /// Tables whose version changes; tables not named keep the parent's version.
+    pub tables: BTreeMap<String, u64>,
+    pub rows_written: BTreeMap<String, u64>,
+    pub actor: String,
+    pub kind: CommitKind,
+    pub intent: Option<String>,
+}
+
+/// The schema as stored in the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRecord {
+    pub version: u32,
+    pub source: String,
+}
+
+pub(crate) fn new_commit_id() -> String {
+    let uuid = uuid::Uuid::new_v4().simple().to_string();
+    uuid[..12].to_owned()
+}
+
+pub(crate) fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}

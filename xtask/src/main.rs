@@ -79,7 +79,7 @@ fn test(extra: &[String]) -> Result {
     run(command)?;
     // nextest does not run doctests.
     if nextest {
-        run(cargo_with(&["test", "--workspace", "--doc"])?)?;
+        run(cargo_with(&["test", "--workspace", "--doc", "--features", "tributary/failpoints"])?)?;
     }
     Ok(())
 }

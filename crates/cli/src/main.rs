@@ -1,5 +1,6 @@
 //! `tributary`: the command-line interface to a Tributary graph.
 
+mod ingest;
 mod output;
 
 use std::io::{Read, Write};
@@ -64,6 +65,10 @@ enum Command {
         select: Option<Vec<String>>,
         #[arg(long)]
         limit: Option<usize>,
+        /// Also show rows that are durable (ingested) but not yet folded. From another
+        /// process than the writer's, that is up to the writer's last memtable flush.
+        #[arg(long)]
+        fresh: bool,
         #[command(flatten)]
         at: AtArgs,
     },
@@ -101,6 +106,46 @@ enum Command {
     },
     /// Print the graph's schema.
     Schema { graph: String },
+    /// Stream NDJSON into the durable write-ahead log of `@stream` types.
+    ///
+    /// Each batch of lines is acknowledged once it is durable (not yet graph-visible: a
+    /// fold publishes it). With `--format json` every acknowledgement is one line:
+    /// {"acked": TOTAL, "through_line": L, "rows": N, "rejected": [{"line": L, "error": "…"}]};
+    /// every line up to `through_line` is durable or rejected, so a producer can resume
+    /// after it. A final summary line follows.
+    Ingest(IngestArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct IngestArgs {
+    #[command(subcommand)]
+    action: Option<IngestAction>,
+    /// The graph to write to.
+    #[arg(required = true)]
+    graph: Option<String>,
+    /// NDJSON file, or `-` for standard input.
+    #[arg(default_value = "-")]
+    file: String,
+    #[arg(long, default_value = tributary::MAIN_BRANCH)]
+    branch: String,
+    /// Stop at the first invalid line (exit 65); nothing after it is acknowledged.
+    #[arg(long)]
+    strict: bool,
+    /// At most this many lines per send (lines that arrive during a send are batched).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_lines: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum IngestAction {
+    /// Per enrolled table: shards, writer epoch, unfolded generations, rows and bytes, age
+    /// of the oldest unfolded generation, and the last fold commit.
+    Status {
+        graph: String,
+        #[arg(long, default_value = tributary::MAIN_BRANCH)]
+        branch: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -129,9 +174,9 @@ enum ModeArg {
 }
 
 /// A failure to report: the message and the exit status.
-struct Failure {
-    message: String,
-    code: u8,
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) code: u8,
 }
 
 impl From<tributary::Error> for Failure {
@@ -203,9 +248,9 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             rows.push(("commit".to_owned(), outcome.commit.id));
             emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
         }
-        Command::Read { graph, r#type, filter, select, limit, at } => {
+        Command::Read { graph, r#type, filter, select, limit, fresh, at } => {
             let opened = Graph::open(&graph).await?;
-            let options = ReadOptions { at: at.at(), filter, select, limit };
+            let options = ReadOptions { at: at.at(), filter, select, limit, fresh };
             let batch = opened.read(&r#type, &options).await?;
             emit(&mut out, &batch)
         }
@@ -227,6 +272,24 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             let commits = opened.log(&branch, limit).await?;
             emit(&mut out, &output::commits_batch(&commits))
         }
+        Command::Ingest(args) => match (args.action, args.graph) {
+            (Some(IngestAction::Status { graph, branch }), _) => {
+                let opened = Graph::open(&graph).await?;
+                let status = opened.ingest_status(&branch).await?;
+                emit(&mut out, &output::status_batch(&status))
+            }
+            (None, Some(graph)) => {
+                let run = ingest::IngestRun {
+                    graph,
+                    file: args.file,
+                    branch: args.branch,
+                    strict: args.strict,
+                    batch_lines: args.batch_lines as usize,
+                };
+                ingest::run(run, format, &mut out).await
+            }
+            (None, None) => Err(Failure { message: "ingest needs a GRAPH".into(), code: 2 }),
+        },
         Command::Schema { graph } => {
             let opened = Graph::open(&graph).await?;
             let source = opened.schema_source();

@@ -121,3 +121,44 @@ pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatc
     let values = StringArray::from_iter_values(rows.iter().map(|r| r.1.as_str()));
     RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(values)]).expect("two string columns")
 }
+
+/// `ingest status` as a batch: one row per shard of each enrolled table.
+pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
+    let mut rows: Vec<(&tributary::TableIngestStatus, &tributary::ShardIngestStatus)> = Vec::new();
+    for table in &status.tables {
+        for shard in &table.shards {
+            rows.push((table, shard));
+        }
+    }
+    let strings = |f: &dyn Fn(&tributary::TableIngestStatus, &tributary::ShardIngestStatus) -> String| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|(t, s)| f(t, s))))
+    };
+    let numbers = |f: &dyn Fn(&tributary::TableIngestStatus, &tributary::ShardIngestStatus) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|(t, s)| f(t, s))))
+    };
+    let schema = Schema::new(vec![
+        Field::new("type", DataType::Utf8, false),
+        Field::new("shard", DataType::Utf8, false),
+        Field::new("writer_epoch", DataType::Int64, false),
+        Field::new("pending_generations", DataType::Utf8, false),
+        Field::new("pending_rows", DataType::Int64, false),
+        Field::new("pending_bytes", DataType::Int64, false),
+        Field::new("unflushed_rows", DataType::Int64, false),
+        Field::new("oldest_pending_s", DataType::Float64, true),
+        Field::new("folded_through", DataType::Int64, true),
+        Field::new("last_fold", DataType::Utf8, true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        strings(&|t, _| t.type_name.clone()),
+        strings(&|_, s| s.shard.clone()),
+        numbers(&|_, s| s.writer_epoch as i64),
+        strings(&|_, s| s.pending_generations.iter().map(u64::to_string).collect::<Vec<_>>().join(" ")),
+        numbers(&|t, _| t.pending_rows as i64),
+        numbers(&|t, _| t.pending_bytes as i64),
+        numbers(&|t, _| t.unflushed_rows as i64),
+        Arc::new(arrow_array::Float64Array::from(rows.iter().map(|(t, _)| t.oldest_pending_age.map(|d| d.as_secs_f64())).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(rows.iter().map(|(_, s)| s.folded_through.map(|g| g as i64)).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(rows.iter().map(|_| status.last_fold.clone()).collect::<Vec<_>>())),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).expect("status columns match their schema")
+}

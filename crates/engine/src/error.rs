@@ -43,6 +43,9 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },
 
+    #[snafu(display("{source}"))]
+    MemWal { source: tributary_memwal_adapter::Error },
+
     #[snafu(display("{action} on `{table}` failed: {source}"))]
     Lance { action: String, table: String, source: lance::Error },
 
@@ -97,10 +100,25 @@ impl Error {
                 }
                 _ => ErrorKind::Internal,
             },
+            Error::MemWal { source } => {
+                use tributary_memwal_adapter::Error as M;
+                match source {
+                    M::Fenced { .. } => ErrorKind::Fenced,
+                    M::Backpressure { .. } => ErrorKind::Unavailable,
+                    M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } | M::InvalidQuery { .. } => {
+                        ErrorKind::InvalidInput
+                    }
+                    M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
+                }
+            }
             Error::Storage { .. } | Error::Recovery { .. } | Error::Injected { .. } => {
                 ErrorKind::Internal
             }
         }
+    }
+
+    pub(crate) fn from_memwal(source: tributary_memwal_adapter::Error) -> Error {
+        Error::MemWal { source }
     }
 
     /// Per-line errors of a rejected load, if that is what this is.

@@ -43,6 +43,15 @@ pub struct Graph {
     pub(crate) publisher: ManifestCasPublisher,
     /// One write queue per branch: loads (and later folds) of a branch run one at a time.
     write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    pub(crate) settings: GraphSettings,
+    pub(crate) writers: crate::ingest::Writers,
+}
+
+/// Tunables of an open graph. The writer settings are recorded in each table's MemWAL
+/// index when the table is enrolled; from then on every process uses the recorded ones.
+#[derive(Debug, Clone, Default)]
+pub struct GraphSettings {
+    pub writer: tributary_memwal_adapter::WriterSettings,
 }
 
 impl std::fmt::Debug for Graph {
@@ -60,6 +69,13 @@ impl Graph {
     /// Open the graph at `uri`, rolling forward or discarding any interrupted write.
     pub async fn open(uri: &str) -> Result<Graph> {
         Self::open_with_store(GraphStore::new(uri).context(StorageSnafu)?).await
+    }
+
+    /// Open with explicit settings (applied to tables enrolled from now on).
+    pub async fn open_with(uri: &str, settings: GraphSettings) -> Result<Graph> {
+        let mut graph = Self::open(uri).await?;
+        graph.settings = settings;
+        Ok(graph)
     }
 
     /// Open with every object-store operation counted in `counter` (cost tests).
@@ -105,7 +121,14 @@ impl Graph {
     }
 
     fn assemble(store: GraphStore, catalog: Catalog, publisher: ManifestCasPublisher) -> Graph {
-        Graph { store, catalog, publisher, write_queues: Mutex::new(HashMap::new()) }
+        Graph {
+            store,
+            catalog,
+            publisher,
+            write_queues: Mutex::new(HashMap::new()),
+            settings: GraphSettings::default(),
+            writers: Default::default(),
+        }
     }
 
     pub fn catalog(&self) -> &Catalog {

@@ -17,6 +17,62 @@ use crate::error::{Error, Result};
 
 pub(crate) const RECOVERY_DIR: &str = "__recovery";
 
+/// How long a sidecar written by another host counts as in flight. Same-host sidecars are
+/// judged exactly (is the writing process alive?), so this only matters across machines.
+const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Which process wrote a sidecar, so recovery never finishes a load that is still running.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub host: String,
+    pub pid: u32,
+}
+
+impl Owner {
+    pub fn this_process() -> Owner {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_default();
+        Owner { host, pid: std::process::id() }
+    }
+}
+
+/// Intents of loads running in this process right now.
+static IN_FLIGHT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Marks an intent in flight for as long as it lives (a load returning, by success, error
+/// or a simulated crash, ends it).
+pub(crate) struct InFlight(String);
+
+impl InFlight {
+    pub fn start(intent: &str) -> InFlight {
+        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(intent.to_owned());
+        InFlight(intent.to_owned())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).retain(|id| id != &self.0);
+    }
+}
+
+/// Whether the load that wrote `intent` may still be running.
+pub(crate) fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
+    let me = Owner::this_process();
+    match &intent.owner {
+        Some(owner) if owner.host == me.host && !me.host.is_empty() => {
+            if owner.pid == me.pid {
+                IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).contains(&intent.id)
+            } else {
+                std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
+            }
+        }
+        _ => age.is_none_or(|age| age < FOREIGN_GRACE),
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Intent {
     pub id: String,
@@ -26,6 +82,8 @@ pub(crate) struct Intent {
     pub kind: CommitKind,
     pub rows_written: BTreeMap<String, u64>,
     pub tables: Vec<StagedTable>,
+    #[serde(default)]
+    pub owner: Option<Owner>,
 }
 
 /// One table's staged transaction.

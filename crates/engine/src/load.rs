@@ -5,13 +5,16 @@ use std::sync::Arc;
 
 use ingest_core::TypeBatch;
 use lance::dataset::{CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
+use lance::dataset::transaction::Transaction;
 use lance::Dataset;
+use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher};
 
 use crate::error::{Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::graph::{At, Graph, MAIN_BRANCH};
-use crate::intent::{Intent, StagedTable};
+use crate::intent::{InFlight, Intent, Owner, StagedTable};
+use crate::recovery::Recovered;
 use crate::validate;
 
 /// What to do with a row whose key already exists.
@@ -74,7 +77,7 @@ impl Graph {
         let _turn = queue.lock().await;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let batches = validate::dedupe_keys(batches, options.mode).context(InvalidDataSnafu)?;
+        let batches = validate::dedupe_keys(batches, options.mode).map_err(|errors| Error::InvalidData { errors })?;
         let errors = validate::against_snapshot(self, &head, &batches, options.mode).await?;
         if !errors.is_empty() {
             return InvalidDataSnafu { errors }.fail();
@@ -88,11 +91,11 @@ impl Graph {
             let ty = self.type_def(&batch.type_name)?;
             let path = ty.table_path();
             let dataset = Arc::new(self.open_table(&head, ty).await?);
-            let transaction = self.stage(&dataset, &path, batch, options.mode).await?;
+            let (transaction, affected) = self.stage(&dataset, &path, batch, options.mode).await?;
             let n = batch.batch.num_rows() as u64;
             rows.insert(batch.type_name.clone(), n);
             rows_written.insert(path.clone(), n);
-            staged.push((dataset, path, transaction));
+            staged.push((dataset, path, transaction, affected));
         }
 
         let intent = Intent {
@@ -102,38 +105,70 @@ impl Graph {
             actor: options.actor.clone(),
             kind: CommitKind::Load,
             rows_written: rows_written.clone(),
+            owner: Some(Owner::this_process()),
             tables: staged
                 .iter()
-                .map(|(dataset, path, txn)| StagedTable::new(path.clone(), dataset.version().version, txn))
+                .map(|(dataset, path, txn, _)| StagedTable::new(path.clone(), dataset.version().version, txn))
                 .collect::<Result<_>>()?,
         };
         let sidecar = Intent::sidecar_path(&intent.id);
+        let _in_flight = InFlight::start(&intent.id);
         self.store.put(&sidecar, intent.to_bytes()).await.context(StorageSnafu)?;
-        crash_window!("load::before-table-commits");
 
+        let commit = match self.commit_and_publish(&intent, staged, &head).await {
+            Ok(commit) => commit,
+            // A simulated crash leaves everything as a crash would, for recovery on open.
+            Err(error @ Error::Injected { .. }) => return Err(error),
+            // Anything else (a table commit conflict, a lost publish race): never leave
+            // committed tables behind unpublished; finish the load or drop it now.
+            Err(error) => {
+                tracing::warn!(%error, intent = %intent.id, "load failed after staging; resolving its intent");
+                let resolved = self.recover_intent(&intent).await?;
+                self.delete_sidecar(&sidecar).await;
+                return match resolved {
+                    Recovered::RolledForward { .. } => {
+                        let commit = self.publisher.head(&options.branch).await.context(PublishSnafu)?;
+                        Ok(LoadOutcome { commit, rows })
+                    }
+                    _ => Err(error),
+                };
+            }
+        };
+        crash_window!("load::before-sidecar-delete");
+        self.delete_sidecar(&sidecar).await;
+        Ok(LoadOutcome { commit, rows })
+    }
+
+    /// Commit each staged table, then publish once.
+    async fn commit_and_publish(&self, intent: &Intent, staged: Vec<StagedWrite>, head: &CommitRecord) -> Result<CommitRecord> {
+        crash_window!("load::before-table-commits");
         let mut versions = BTreeMap::new();
-        for (i, (dataset, path, transaction)) in staged.into_iter().enumerate() {
+        for (i, (dataset, path, transaction, affected)) in staged.into_iter().enumerate() {
             if i == 1 {
                 crash_window!("load::between-table-commits");
             }
-            let version = commit_staged(dataset, &path, transaction).await?;
+            let version = commit_staged(dataset, &path, transaction, affected).await?;
             versions.insert(path, version);
         }
         crash_window!("load::before-publish");
-
         let plan = PublishPlan {
-            branch: options.branch.clone(),
+            branch: intent.branch.clone(),
             expected_head: Some(head.id.clone()),
             tables: versions,
-            rows_written,
-            actor: options.actor.clone(),
-            kind: CommitKind::Load,
+            rows_written: intent.rows_written.clone(),
+            actor: intent.actor.clone(),
+            kind: intent.kind,
             intent: Some(intent.id.clone()),
         };
-        let commit = self.publish_with_retry(plan).await?;
-        crash_window!("load::before-sidecar-delete");
-        self.store.delete(&sidecar).await.context(StorageSnafu)?;
-        Ok(LoadOutcome { commit, rows })
+        self.publish_with_retry(plan).await
+    }
+
+    /// The write is published: a sidecar left behind is only clutter (recovery finds its
+    /// commit and deletes it), so a failed delete must not fail the acknowledged load.
+    async fn delete_sidecar(&self, sidecar: &str) {
+        if let Err(error) = self.store.delete(sidecar).await {
+            tracing::warn!(%error, sidecar, "could not delete a recovery sidecar");
+        }
     }
 
     /// Stage one table's rows: data files are written, no version is committed.
@@ -143,8 +178,8 @@ impl Graph {
         path: &str,
         batch: &TypeBatch,
         mode: LoadMode,
-    ) -> Result<lance::dataset::transaction::Transaction> {
-        let lance_err = |action: &str| LanceSnafu { action, table: path };
+    ) -> Result<(Transaction, Option<RowAddrTreeMap>)> {
+        let lance_err = |action: &'static str| LanceSnafu { action, table: path };
         let data = batch.batch.clone();
         match mode {
             LoadMode::Upsert => {
@@ -156,15 +191,16 @@ impl Graph {
                     .skip_auto_cleanup(true);
                 let job = builder.try_build().context(lance_err("stage upsert"))?;
                 let staged = job.execute_uncommitted_batches(vec![data]).await.context(lance_err("stage upsert"))?;
-                Ok(staged.transaction)
+                Ok((staged.transaction, staged.affected_rows))
             }
             LoadMode::Insert => {
                 let params = self.store.write_params(WriteMode::Append);
-                InsertBuilder::new(dataset.clone())
+                let transaction = InsertBuilder::new(dataset.clone())
                     .with_params(&params)
                     .execute_uncommitted(vec![data])
                     .await
-                    .context(lance_err("stage insert"))
+                    .context(lance_err("stage insert"))?;
+                Ok((transaction, None))
             }
         }
     }
@@ -192,14 +228,22 @@ impl Graph {
     }
 }
 
+/// A staged table: the dataset it was staged on, its path, the transaction and the rows it
+/// touches (which lets Lance tell a real conflict from a concurrent write elsewhere).
+type StagedWrite = (Arc<Dataset>, String, Transaction, Option<RowAddrTreeMap>);
+
 /// Commit a staged transaction on top of the table's latest version.
 pub(crate) async fn commit_staged(
     dataset: Arc<Dataset>,
     path: &str,
-    transaction: lance::dataset::transaction::Transaction,
+    transaction: Transaction,
+    affected: Option<RowAddrTreeMap>,
 ) -> Result<u64> {
-    let committed = CommitBuilder::new(dataset)
-        .with_skip_auto_cleanup(true)
+    let mut builder = CommitBuilder::new(dataset).with_skip_auto_cleanup(true);
+    if let Some(affected) = affected {
+        builder = builder.with_affected_rows(affected);
+    }
+    let committed = builder
         .execute(transaction)
         .await
         .context(LanceSnafu { action: "commit", table: path })?;

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use arrow_array::RecordBatch;
 use ingest_core::TypeDef;
 use lance::Dataset;
+use tributary_memwal_adapter::{fresh_read, FreshQuery};
 use tributary_publisher::CommitRecord;
 
 use crate::error::{Error, Result};
@@ -22,6 +23,10 @@ pub struct ReadOptions {
     /// Columns to return, in order; all when `None`.
     pub select: Option<Vec<String>>,
     pub limit: Option<usize>,
+    /// Also read what is durable but not yet folded: the snapshot's table plus the flushed
+    /// generations its MemWAL index has not compacted, plus (in this process) the live
+    /// memtables. Newest write per key wins.
+    pub fresh: bool,
 }
 
 /// Follow edges from their source (`Out`) or to their source (`In`).
@@ -38,6 +43,22 @@ impl Graph {
         let ty = self.type_def(type_name)?;
         let snapshot = self.snapshot(&options.at).await?;
         let table = self.open_table(&snapshot, ty).await?;
+        if options.fresh {
+            let branch = match &options.at {
+                At::Branch(branch) => branch.clone(),
+                At::Commit(_) => snapshot.branch.clone(),
+            };
+            let writer = self.warm_writer(&ty.table_path(), &branch).await;
+            if let Some(columns) = &options.select {
+                check_columns(ty, columns)?;
+            }
+            let query = FreshQuery {
+                filter: options.filter.as_deref(),
+                select: options.select.as_deref(),
+                limit: options.limit,
+            };
+            return fresh_read(table, writer.as_deref(), query).await.map_err(Error::from_memwal);
+        }
         scan(&table, ty, options.filter.as_deref(), options.select.as_deref(), options.limit).await
     }
 
@@ -100,6 +121,18 @@ impl Graph {
     }
 }
 
+fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
+    let schema = ty.arrow_schema();
+    if let Some(unknown) = columns.iter().find(|c| schema.field_with_name(c).is_err()) {
+        let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        return Err(Error::InvalidRequest {
+            what: "select".into(),
+            message: format!("{} has no column `{unknown}` (columns: {})", ty.name, known.join(", ")),
+        });
+    }
+    Ok(())
+}
+
 async fn scan(
     table: &Dataset,
     ty: &TypeDef,
@@ -110,14 +143,7 @@ async fn scan(
     let invalid = |what: &str, source: lance::Error| Error::InvalidRequest { what: what.to_owned(), message: source.to_string() };
     let mut scanner = table.scan();
     if let Some(columns) = select {
-        let schema = ty.arrow_schema();
-        if let Some(unknown) = columns.iter().find(|c| schema.field_with_name(c).is_err()) {
-            let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-            return Err(Error::InvalidRequest {
-                what: "select".into(),
-                message: format!("{} has no column `{unknown}` (columns: {})", ty.name, known.join(", ")),
-            });
-        }
+        check_columns(ty, columns)?;
         scanner.project(columns).map_err(|e| invalid("select", e))?;
     }
     if let Some(filter) = filter {

@@ -14,7 +14,7 @@ use tributary_publisher::{PublishPlan, Publisher};
 
 use crate::error::{LanceSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::graph::Graph;
-use crate::intent::{Intent, StagedTable, RECOVERY_DIR};
+use crate::intent::{may_be_running, Intent, StagedTable, RECOVERY_DIR};
 use crate::load::commit_staged;
 
 /// How many recent commits of the branch are searched for an intent's publish. Missing an
@@ -27,10 +27,14 @@ pub enum Recovered {
     AlreadyPublished { intent: String },
     Dropped { intent: String },
     RolledForward { intent: String, commit: String },
+    /// The writing process may still be running it; left alone.
+    InFlight { intent: String },
+    /// Could not be resolved (kept for the next attempt); the graph stays usable.
+    Failed { intent: String, error: String },
 }
 
 impl Graph {
-    /// Resolve every sidecar. Runs on open; safe to run again.
+    /// Resolve every sidecar whose writer is gone. Runs on open; safe to run again.
     pub async fn recover(&self) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
         for name in self.store.list(RECOVERY_DIR).await.context(StorageSnafu)? {
@@ -38,17 +42,35 @@ impl Graph {
             let path = Intent::sidecar_path(id);
             let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else { continue };
             let intent = Intent::from_bytes(id, &bytes)?;
+            let age = self
+                .store
+                .modified_at(&path)
+                .await
+                .context(StorageSnafu)?
+                .and_then(|t| std::time::SystemTime::now().duration_since(t).ok());
+            if may_be_running(&intent, age) {
+                report.push(Recovered::InFlight { intent: intent.id });
+                continue;
+            }
             let queue = self.write_queue(&intent.branch).await;
             let _turn = queue.lock().await;
-            let outcome = self.recover_intent(&intent).await?;
-            tracing::info!(?outcome, "recovered an interrupted write");
-            self.store.delete(&path).await.context(StorageSnafu)?;
-            report.push(outcome);
+            match self.recover_intent(&intent).await {
+                Ok(outcome) => {
+                    tracing::info!(?outcome, "resolved an interrupted write");
+                    self.store.delete(&path).await.context(StorageSnafu)?;
+                    report.push(outcome);
+                }
+                Err(error) => {
+                    tracing::error!(%error, intent = %intent.id, "could not resolve an interrupted write; keeping its sidecar");
+                    report.push(Recovered::Failed { intent: intent.id, error: error.to_string() });
+                }
+            }
         }
         Ok(report)
     }
 
-    async fn recover_intent(&self, intent: &Intent) -> Result<Recovered> {
+    /// Resolve one intent (the caller holds the branch's write queue).
+    pub(crate) async fn recover_intent(&self, intent: &Intent) -> Result<Recovered> {
         let recent = self.publisher.log(&intent.branch, RECENT_COMMITS).await.context(PublishSnafu)?;
         if recent.iter().any(|c| c.intent.as_deref() == Some(intent.id.as_str())) {
             return Ok(Recovered::AlreadyPublished { intent: intent.id.clone() });
@@ -72,7 +94,7 @@ impl Graph {
                 .open_dataset(&table.path, Some(table.read_version))
                 .await
                 .context(StorageSnafu)?;
-            let version = commit_staged(Arc::new(dataset), &table.path, table.decode(&intent.id)?).await?;
+            let version = commit_staged(Arc::new(dataset), &table.path, table.decode(&intent.id)?, None).await?;
             versions.insert(table.path.clone(), version);
         }
         let head = self.publisher.head(&intent.branch).await.context(PublishSnafu)?;

@@ -275,7 +275,7 @@ async fn lookup_values(
             })
             .collect();
         let mut scan = table.scan();
-        scan.filter(&format!("{column} IN ({})", list.join(", ")))
+        scan.filter(&format!("`{column}` IN ({})", list.join(", ")))
             .and_then(|s| s.project(&["id", column]))
             .map_err(|source| lance_error(table_name, source))?;
         let batch = scan.try_into_batch().await.map_err(|source| lance_error(table_name, source))?;

@@ -209,8 +209,13 @@ impl Publisher for ManifestCasPublisher {
         if actual != plan.expected_head {
             return Err(Error::Conflict { branch: plan.branch, expected: plan.expected_head, actual });
         }
+        // Lance table history is linear: a newer version holds every older write, so a
+        // publish never lowers a pin (a late recovery must not roll a table back).
         let mut tables = head.as_ref().map(|h| h.tables.clone()).unwrap_or_default();
-        tables.extend(plan.tables);
+        for (path, version) in plan.tables {
+            let pinned = tables.entry(path).or_insert(version);
+            *pinned = (*pinned).max(version);
+        }
         let record = CommitRecord {
             id: new_commit_id(),
             parent: actual,

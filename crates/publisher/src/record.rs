@@ -55,7 +55,8 @@ pub struct PublishPlan {
     pub branch: String,
     /// The head this plan was built on; `None` only for a branch's first commit.
     pub expected_head: Option<String>,
-    /// Tables whose version changes; tables not named keep the parent's version.
+    /// Tables whose version changes; tables not named keep the parent's version, and a
+    /// version below the parent's is raised to it (table history is linear).
     pub tables: BTreeMap<String, u64>,
     pub rows_written: BTreeMap<String, u64>,
     pub actor: String,

@@ -18,7 +18,7 @@ use lance::io::ObjectStoreParams;
 use lance::session::Session;
 use lance::Dataset;
 use object_store::path::Path;
-use object_store::{ObjectStore, PutPayload};
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use snafu::ResultExt;
 
 pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
@@ -76,9 +76,13 @@ impl GraphStore {
         self.params.clone()
     }
 
-    /// URI of a dataset or object below the root, e.g. `nodes/Person.lance`.
+    /// URI of a dataset below the root, e.g. `nodes/Person.lance`, as Lance must open it.
+    ///
+    /// The scheme is Lance's `file-object-store`, not a plain path: for plain paths Lance
+    /// writes data files, deletion files and transactions straight to disk, around the
+    /// store wrapper, so they would be neither fsynced nor counted.
     pub fn uri_of(&self, relative: &str) -> String {
-        format!("{}/{}", self.root.display(), relative)
+        format!("file-object-store://{}/{}", self.root.display(), relative)
     }
 
     /// Write parameters for a commit to this graph: the graph's store, its session, and no
@@ -177,6 +181,27 @@ impl GraphStore {
         Ok(names)
     }
 
+    /// When the object at `relative` was last written, or `None` if it does not exist.
+    pub async fn modified_at(&self, relative: &str) -> Result<Option<std::time::SystemTime>> {
+        let path = self.path_of(relative);
+        match self.raw.head(&path).await {
+            Ok(meta) => Ok(Some(meta.last_modified.into())),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(source).context(ObjectStoreSnafu { path: path.to_string() }),
+        }
+    }
+
+    /// The earliest modification time of the objects directly below `dir`, if any.
+    pub async fn modified(&self, dir: &str) -> Result<Option<std::time::SystemTime>> {
+        let prefix = self.path_of(dir);
+        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
+            Ok(listing) => listing,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(source) => return Err(source).context(ObjectStoreSnafu { path: prefix.to_string() }),
+        };
+        Ok(listing.objects.iter().map(|meta| std::time::SystemTime::from(meta.last_modified)).min())
+    }
+
     fn path_of(&self, relative: &str) -> Path {
         // The wrapped store is rooted at `/`, like Lance's own local store.
         Path::from(format!("{}/{}", self.root.display(), relative).trim_start_matches('/'))
@@ -228,7 +253,7 @@ mod tests {
     fn roots_are_absolute_and_clean() {
         let store = GraphStore::new("file:///tmp/a/../b/./g").unwrap();
         assert_eq!(store.root(), std::path::Path::new("/tmp/b/g"));
-        assert_eq!(store.uri_of("nodes/P.lance"), "/tmp/b/g/nodes/P.lance");
+        assert_eq!(store.uri_of("nodes/P.lance"), "file-object-store:///tmp/b/g/nodes/P.lance");
         assert!(GraphStore::new("s3://bucket/x").is_err());
         assert!(GraphStore::new("").is_err());
     }

@@ -1,0 +1,157 @@
+//! `tributary ingest`: stream NDJSON into the durable WAL, printing acknowledgements.
+//!
+//! Lines are read on a thread and sent in batches: whatever has arrived while the previous
+//! send was in flight goes in the next one (up to `--batch-lines`), so a fast producer gets
+//! large batches and a slow one gets low latency.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tributary::{Graph, IngestAck};
+
+use crate::output::Format;
+use crate::Failure;
+
+pub struct IngestRun {
+    pub graph: String,
+    pub file: String,
+    pub branch: String,
+    pub strict: bool,
+    pub batch_lines: usize,
+}
+
+/// Running totals, for the progress line and the summary.
+#[derive(Default)]
+struct Totals {
+    acked: u64,
+    rejected: u64,
+    through_line: u64,
+}
+
+pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result<(), Failure> {
+    let graph = Graph::open(&args.graph).await?;
+    let ingestor = graph.ingest(&args.branch)?;
+    let mut lines = spawn_reader(&args.file)?;
+    let progress = std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
+    let started = Instant::now();
+    let mut totals = Totals::default();
+    let mut last_progress = Instant::now();
+    let mut next_line = 1u64;
+    let mut stopped_at = None;
+
+    while let Some(batch) = next_batch(&mut lines, args.batch_lines).await {
+        let first_line = next_line;
+        next_line += batch.len() as u64;
+        let mut text = batch.join("\n");
+        if args.strict {
+            if let Some(bad) = ingestor.check(first_line, &text).into_iter().next() {
+                // Acknowledge only what precedes the first invalid line.
+                let keep = (bad.line - first_line) as usize;
+                text = batch[..keep].join("\n");
+                let mut ack = ingestor.send(first_line, &text).await?;
+                ack.rejected = vec![bad.clone()];
+                ack.through_line = bad.line;
+                report(out, format, &mut totals, &ack)?;
+                stopped_at = Some(bad);
+                break;
+            }
+        }
+        let ack = ingestor.send(first_line, &text).await?;
+        report(out, format, &mut totals, &ack)?;
+        if progress && last_progress.elapsed() > Duration::from_millis(200) {
+            let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            eprint!("\r{} rows acked, {:.0} rows/s, {} rejected   ", totals.acked, rate, totals.rejected);
+            last_progress = Instant::now();
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    // Flush the memtables to generations so other processes (and folds) see every row.
+    graph.close_writers().await?;
+    let seconds = started.elapsed().as_secs_f64();
+    let summary = json!({
+        "summary": true,
+        "acked": totals.acked,
+        "rejected": totals.rejected,
+        "through_line": totals.through_line,
+        "seconds": seconds,
+        "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
+    });
+    let io = |e: std::io::Error| Failure { message: e.to_string(), code: 74 };
+    match format {
+        Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
+        _ => writeln!(
+            out,
+            "{} rows durable, {} lines rejected, through line {} in {seconds:.2}s ({:.0} rows/s); fold publishes them",
+            totals.acked,
+            totals.rejected,
+            totals.through_line,
+            totals.acked as f64 / seconds.max(1e-9)
+        )
+        .map_err(io)?,
+    }
+    match stopped_at {
+        Some(bad) => Err(Failure { message: format!("--strict: stopped at {bad}"), code: 65 }),
+        None => Ok(()),
+    }
+}
+
+fn report(out: &mut dyn Write, format: Format, totals: &mut Totals, ack: &IngestAck) -> Result<(), Failure> {
+    totals.acked += ack.durable_rows;
+    totals.rejected += ack.rejected.len() as u64;
+    totals.through_line = ack.through_line;
+    let io = |e: std::io::Error| Failure { message: e.to_string(), code: 74 };
+    match format {
+        Format::Json | Format::Ndjson => {
+            let rejected: Vec<_> = ack.rejected.iter().map(|r| json!({ "line": r.line, "error": r.to_string() })).collect();
+            let record = json!({
+                "acked": totals.acked,
+                "through_line": ack.through_line,
+                "rows": ack.durable_rows,
+                "rejected": rejected,
+            });
+            writeln!(out, "{record}").map_err(io)?;
+            out.flush().map_err(io)
+        }
+        _ => {
+            for reject in &ack.rejected {
+                eprintln!("rejected: {reject}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Read lines on a thread: a blocking reader must not stall the runtime.
+fn spawn_reader(file: &str) -> Result<tokio::sync::mpsc::Receiver<String>, Failure> {
+    let reader: Box<dyn BufRead + Send> = if file == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let opened = std::fs::File::open(file).map_err(|e| Failure { message: format!("cannot read {file}: {e}"), code: 65 })?;
+        Box::new(std::io::BufReader::new(opened))
+    };
+    let (sender, receiver) = tokio::sync::mpsc::channel(64 * 1024);
+    std::thread::spawn(move || {
+        for line in reader.lines() {
+            let Ok(line) = line else { break };
+            if sender.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(receiver)
+}
+
+/// Wait for one line, then take whatever else has already arrived, up to `max`.
+async fn next_batch(lines: &mut tokio::sync::mpsc::Receiver<String>, max: usize) -> Option<Vec<String>> {
+    let mut batch = vec![lines.recv().await?];
+    while batch.len() < max {
+        match lines.try_recv() {
+            Ok(line) => batch.push(line),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
+}

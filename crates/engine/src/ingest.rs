@@ -1,0 +1,176 @@
+//! Streaming ingest: validate synchronously, write to the warm MemWAL writers of
+//! (table, branch), acknowledge once Lance reports the rows durable.
+//!
+//! Nothing here is graph-visible: a later fold publishes the rows. An acknowledgement only
+//! promises durability.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::try_join_all;
+use ingest_core::{Decoder, LineError, TypeBatch};
+use tributary_memwal_adapter::{enroll, Sharding, TableWriter};
+
+use crate::error::{Error, Result};
+use crate::graph::{Graph, MAIN_BRANCH};
+
+/// What one send made durable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestAck {
+    /// Rows durable in the WAL.
+    pub durable_rows: u64,
+    /// Lines that were refused; none of their rows was written.
+    pub rejected: Vec<LineError>,
+    /// Every line up to and including this one is durable or rejected.
+    pub through_line: u64,
+}
+
+/// A handle for streaming writes to one branch. Cheap; sends may run concurrently (Lance
+/// group-commits their WAL appends).
+pub struct Ingestor<'g> {
+    graph: &'g Graph,
+    branch: String,
+}
+
+/// The warm writers of a graph, per (table, branch).
+#[derive(Default)]
+pub(crate) struct Writers {
+    tables: tokio::sync::Mutex<HashMap<(String, String), Arc<TableWriter>>>,
+}
+
+impl Graph {
+    /// Start streaming writes to `branch`.
+    pub fn ingest(&self, branch: &str) -> Result<Ingestor<'_>> {
+        if branch != MAIN_BRANCH {
+            return Err(Error::InvalidRequest {
+                what: "branch".into(),
+                message: format!("ingest supports the `{MAIN_BRANCH}` branch only (branches are not implemented yet), not `{branch}`"),
+            });
+        }
+        Ok(Ingestor { graph: self, branch: branch.to_owned() })
+    }
+
+    /// The warm writer of a table on a branch, enrolling the table at its first write.
+    async fn table_writer(&self, type_name: &str, branch: &str) -> Result<Arc<TableWriter>> {
+        let ty = self.type_def(type_name)?;
+        let path = ty.table_path();
+        let key = (path.clone(), branch.to_owned());
+        let mut tables = self.writers.tables.lock().await;
+        if let Some(writer) = tables.get(&key) {
+            return Ok(writer.clone());
+        }
+        let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
+            Some(n) if n > 1 => Sharding::Buckets(n),
+            _ => Sharding::Unsharded,
+        };
+        let enrolled = enroll(&self.store, &path, sharding, &self.settings.writer).await.map_err(Error::from_memwal)?;
+        let writer = Arc::new(TableWriter::open(&self.store, &enrolled).await.map_err(Error::from_memwal)?);
+        tables.insert(key, writer.clone());
+        Ok(writer)
+    }
+}
+
+impl Ingestor<'_> {
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// Validate NDJSON `text` whose first line is line `first_line`, write every valid
+    /// row, and return once they are durable. Invalid lines are listed, never written.
+    pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
+        let mut decoder = Decoder::new(&self.graph.catalog);
+        let mut last_line = first_line.saturating_sub(1);
+        for (offset, line) in text.lines().enumerate() {
+            last_line = first_line.saturating_add(offset as u64);
+            decoder.push_line(last_line, line);
+        }
+        let decoded = decoder.finish();
+        let mut rejected = decoded.rejects;
+        let mut accepted = Vec::with_capacity(decoded.batches.len());
+        for batch in decoded.batches {
+            if self.graph.type_def(&batch.type_name)?.stream.is_some() {
+                accepted.push(batch);
+            } else {
+                rejected.extend(not_streamed(&batch));
+            }
+        }
+        rejected.sort_by_key(|e| e.line);
+        let durable_rows = self.write(&accepted).await?;
+        Ok(IngestAck { durable_rows, rejected, through_line: last_line })
+    }
+
+    /// Write decoded batches of `@stream` types; returns once all are durable.
+    pub async fn write(&self, batches: &[TypeBatch]) -> Result<u64> {
+        if let Some(batch) = batches.iter().find(|b| self.graph.catalog.get(&b.type_name).is_some_and(|t| t.stream.is_none())) {
+            return Err(Error::InvalidRequest {
+                what: "ingest".into(),
+                message: not_streamed(batch).into_iter().next().map(|e| e.reason).unwrap_or_default(),
+            });
+        }
+        let puts = batches.iter().filter(|b| b.batch.num_rows() > 0).map(|batch| async move {
+            let writer = self.graph.table_writer(&batch.type_name, &self.branch).await?;
+            writer.put(&batch.batch).await.map_err(Error::from_memwal)?;
+            Ok::<_, Error>(batch.batch.num_rows() as u64)
+        });
+        Ok(try_join_all(puts).await?.into_iter().sum())
+    }
+}
+
+fn not_streamed(batch: &TypeBatch) -> Vec<LineError> {
+    let name = &batch.type_name;
+    batch
+        .lines
+        .iter()
+        .map(|&line| LineError {
+            line,
+            field: None,
+            reason: format!("{name} is not enrolled for streaming ingest: declare it with @stream (e.g. `node {name} @stream {{ … }}`), or use `load`"),
+        })
+        .collect()
+}
+
+impl Ingestor<'_> {
+    /// The lines of `text` that `send` would reject, without writing anything.
+    pub fn check(&self, first_line: u64, text: &str) -> Vec<LineError> {
+        let mut decoder = Decoder::new(&self.graph.catalog);
+        for (offset, line) in text.lines().enumerate() {
+            decoder.push_line(first_line.saturating_add(offset as u64), line);
+        }
+        let decoded = decoder.finish();
+        let mut rejected = decoded.rejects;
+        for batch in &decoded.batches {
+            if self.graph.catalog.get(&batch.type_name).is_some_and(|ty| ty.stream.is_none()) {
+                rejected.extend(not_streamed(batch));
+            }
+        }
+        rejected.sort_by_key(|e| e.line);
+        rejected
+    }
+
+    /// Open (claim) the writers of `type_name` now rather than at its first send. Opening
+    /// replays the shard's durable WAL into memory, so a fresh read in this process sees it.
+    pub async fn warm(&self, type_name: &str) -> Result<()> {
+        self.graph.table_writer(type_name, &self.branch).await.map(|_| ())
+    }
+}
+
+impl Graph {
+    /// Close every warm writer: flush the WAL and memtables to generations, so other
+    /// processes (and folds) see everything acknowledged. Later sends re-open writers.
+    pub async fn close_writers(&self) -> Result<()> {
+        let writers: Vec<Arc<TableWriter>> = self.writers.tables.lock().await.drain().map(|(_, w)| w).collect();
+        for writer in writers {
+            match Arc::try_unwrap(writer) {
+                Ok(writer) => writer.close().await.map_err(Error::from_memwal)?,
+                // A send still holds it; it is flushed when that send's writer drops.
+                Err(_) => tracing::warn!("a writer is still in use; not closed"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The warm writer of a table, if this process has one (for fresh reads and status).
+    pub(crate) async fn warm_writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
+        self.writers.tables.lock().await.get(&(path.to_owned(), branch.to_owned())).cloned()
+    }
+}

@@ -1,0 +1,87 @@
+//! `ingest status`: what each enrolled table holds that no fold has published yet.
+
+use std::time::{Duration, SystemTime};
+
+use tributary_memwal_adapter::table_state;
+use tributary_publisher::CommitKind;
+
+use crate::error::{Error, Result};
+use crate::graph::Graph;
+
+#[derive(Debug, Clone)]
+pub struct ShardIngestStatus {
+    pub shard: String,
+    pub writer_epoch: u64,
+    /// Generations flushed but not folded.
+    pub pending_generations: Vec<u64>,
+    /// Highest generation folded into the base table.
+    pub folded_through: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TableIngestStatus {
+    pub type_name: String,
+    pub table: String,
+    pub shards: Vec<ShardIngestStatus>,
+    /// Rows and bytes in flushed, unfolded generations (visible to every process).
+    pub pending_rows: u64,
+    pub pending_bytes: u64,
+    /// Rows acknowledged by this process but still in memory (in the WAL, not yet flushed).
+    pub unflushed_rows: u64,
+    /// Memtable bytes of this process not yet flushed to a generation (bounded by the
+    /// writer's `max_unflushed_bytes`).
+    pub unflushed_bytes: u64,
+    /// How long the oldest unfolded generation has waited.
+    pub oldest_pending_age: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+pub struct IngestStatus {
+    pub branch: String,
+    pub tables: Vec<TableIngestStatus>,
+    /// The newest fold commit of the branch, if any.
+    pub last_fold: Option<String>,
+}
+
+/// How many commits back `ingest status` looks for the last fold.
+const FOLD_SEARCH_DEPTH: usize = 1_000;
+
+impl Graph {
+    pub async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
+        let mut tables = Vec::new();
+        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+            let path = ty.table_path();
+            let Some(state) = table_state(&self.store, &path).await.map_err(Error::from_memwal)? else { continue };
+            let mut status = TableIngestStatus {
+                type_name: ty.name.clone(),
+                table: path.clone(),
+                shards: Vec::new(),
+                pending_rows: 0,
+                pending_bytes: 0,
+                unflushed_rows: 0,
+                unflushed_bytes: 0,
+                oldest_pending_age: None,
+            };
+            for shard in &state.shards {
+                status.pending_rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
+                status.pending_bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
+                let age = shard.oldest_pending_at.and_then(|t| SystemTime::now().duration_since(t).ok());
+                status.oldest_pending_age = status.oldest_pending_age.max(age);
+                status.shards.push(ShardIngestStatus {
+                    shard: shard.shard.to_string(),
+                    writer_epoch: shard.writer_epoch,
+                    pending_generations: shard.pending.iter().map(|p| p.generation).collect(),
+                    folded_through: shard.compacted_through,
+                });
+            }
+            if let Some(writer) = self.warm_writer(&path, branch).await {
+                status.unflushed_rows = writer.unflushed_rows().await.map_err(Error::from_memwal)?;
+                status.unflushed_bytes = writer.unflushed_bytes() as u64;
+            }
+            tables.push(status);
+        }
+        let log = self.log(branch, FOLD_SEARCH_DEPTH).await?;
+        let last_fold = log.into_iter().find(|c| c.kind == CommitKind::Fold).map(|c| c.id);
+        Ok(IngestStatus { branch: branch.to_owned(), tables, last_fold })
+    }
+}

@@ -1,0 +1,72 @@
+//! The fresh tier: a table at a snapshot plus what its MemWAL holds beyond it.
+
+use std::sync::Arc;
+
+use lance::dataset::mem_wal::{DatasetMemWalExt, LsmScanner, ShardManifestStore, ShardSnapshot};
+use lance::Dataset;
+use snafu::ResultExt;
+
+use arrow_array::RecordBatch;
+
+use crate::error::{from_lance, Error, LanceSnafu, Result};
+use crate::writer::TableWriter;
+
+/// What a fresh read asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FreshQuery<'a> {
+    pub filter: Option<&'a str>,
+    pub select: Option<&'a [String]>,
+    pub limit: Option<usize>,
+}
+
+/// Rows of `base` plus the unfolded tier (see [`fresh_scanner`]) matching `query`.
+pub async fn fresh_read(base: Dataset, writer: Option<&TableWriter>, query: FreshQuery<'_>) -> Result<RecordBatch> {
+    let table = base.uri().to_owned();
+    let invalid = |source: lance::Error| Error::InvalidQuery { table: table.clone(), message: source.to_string() };
+    let mut scanner = fresh_scanner(base.clone(), writer).await?;
+    if let Some(columns) = query.select {
+        scanner = scanner.project(columns).map_err(invalid)?;
+    }
+    if let Some(filter) = query.filter {
+        scanner = scanner.filter(filter).map_err(invalid)?;
+    }
+    if let Some(limit) = query.limit {
+        scanner = scanner.limit(Some(limit as i64), None).map_err(invalid)?;
+    }
+    scanner.try_into_batch().await.map_err(invalid)
+}
+
+/// An LSM scanner over `base` (the table at a snapshot) + the flushed generations `base`'s
+/// MemWAL index has not compacted + `writer`'s in-memory memtables (same process only).
+/// Newest write per `id` wins.
+pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Result<LsmScanner> {
+    let table = base.uri().to_owned();
+    let lance = |action: &'static str| LanceSnafu { action, table: table.clone() };
+    let details = base.mem_wal_index_details().await.context(lance("read index"))?;
+    // The latest version knows every shard, even ones created after `base`.
+    let mut latest = base.clone();
+    latest.checkout_latest().await.context(lance("refresh"))?;
+    let object_store = latest.object_store(None).await.context(lance("object store"))?;
+    let mut snapshots = Vec::new();
+    for shard in latest.list_mem_wal_latest_shard_ids().await.context(lance("list shards"))? {
+        let compacted = details
+            .as_ref()
+            .and_then(|d| d.compacted_sstables.iter().find(|c| c.shard_id == shard))
+            .map(|c| c.generation);
+        let store = ShardManifestStore::new(object_store.clone(), &latest.branch_location().path, shard, 2);
+        let Some(manifest) = store.latest().await.context(lance("read shard manifest"))? else { continue };
+        let mut snapshot = ShardSnapshot::new(shard).with_current_generation(manifest.current_generation);
+        for sstable in manifest.sstables.iter().filter(|s| compacted.is_none_or(|mark| s.generation > mark)) {
+            snapshot = snapshot.with_sstable(sstable.generation, sstable.path.clone());
+        }
+        snapshots.push(snapshot);
+    }
+    let mut scanner = LsmScanner::new(Arc::new(base), snapshots, vec!["id".to_owned()]);
+    if let Some(writer) = writer {
+        for (shard, shard_writer) in writer.shards() {
+            let memtables = shard_writer.in_memory_memtable_refs().await.map_err(|e| from_lance(&table, shard, "read memtables", e))?;
+            scanner = scanner.with_in_memory_memtables(*shard, memtables);
+        }
+    }
+    Ok(scanner)
+}

@@ -1,0 +1,214 @@
+//! Scenario benchmarks, side by side in one run, reported as JSON lines on stdout.
+//!
+//! `cargo xtask bench` runs them in release. `-- --quick` shortens every scenario (for a
+//! smoke run); timings from a debug build are meaningless.
+
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+
+use lance::dataset::mem_wal::DatasetMemWalExt;
+use serde_json::json;
+use tributary::{Graph, LoadOptions, WriterSettings};
+use tributary_tests::{ndjson, person, SCHEMA};
+
+struct Settings {
+    one_row_loads: usize,
+    thousand_row_loads: usize,
+    /// 1-row sends per producer, for 1 / 16 / 64 producers.
+    sends_per_producer: [usize; 3],
+    thousand_row_sends: usize,
+}
+
+const PRODUCERS: [usize; 3] = [1, 16, 64];
+
+/// Latency and throughput of one scenario.
+struct Measured {
+    p50_ms: f64,
+    p99_ms: f64,
+    rows_per_s: f64,
+}
+
+fn measured(mut latencies: Vec<Duration>, rows: usize, elapsed: Duration) -> Measured {
+    latencies.sort();
+    Measured {
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+        rows_per_s: rows as f64 / elapsed.as_secs_f64(),
+    }
+}
+
+/// `producers` tasks each making `sends` ingest sends of `rows` rows; acked rows/s.
+async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measured {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let graph = Arc::new(Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init"));
+    // Enrol and warm the writer outside the measurement.
+    graph.ingest("main").expect("ingest").send(1, &ndjson(&[person("warm", 1)])).await.expect("warm");
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let graph = graph.clone();
+            tokio::spawn(async move {
+                let ingest = graph.ingest("main").expect("ingest");
+                let mut latencies = Vec::with_capacity(sends);
+                for s in 0..sends {
+                    let lines: Vec<String> = (0..rows).map(|r| person(&format!("p{p}-{s}-{r}"), 30)).collect();
+                    let text = ndjson(&lines);
+                    let t = Instant::now();
+                    let ack = ingest.send(1, &text).await.expect("send");
+                    assert_eq!(ack.durable_rows as usize, rows);
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("producer"));
+    }
+    measured(latencies, producers * sends * rows, started.elapsed())
+}
+
+/// The same shape of work straight on a Lance `ShardWriter` over the same fsyncing store,
+/// with the same writer settings: the floor ingest is measured against.
+async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measured {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let graph = Graph::init(&uri, SCHEMA).await.expect("init");
+    let mut dataset = graph.store().open_dataset("nodes/Person.lance", None).await.expect("open");
+    dataset.initialize_mem_wal().unsharded().execute().await.expect("initialize");
+    let shard = uuid::Uuid::new_v4();
+    let writer = Arc::new(dataset.mem_wal_writer(shard, WriterSettings::default().writer_config(shard)).await.expect("writer"));
+    let schema: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
+    let batch_of = |prefix: String| {
+        let lines: Vec<String> = (0..rows).map(|r| person(&format!("{prefix}-{r}"), 30)).collect();
+        let decoded = ingest_core::decode_str(graph.catalog(), &ndjson(&lines));
+        let columns = decoded.batches[0].batch.columns().to_vec();
+        arrow_array::RecordBatch::try_new(schema.clone(), columns).expect("batch")
+    };
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let writer = writer.clone();
+            let batches: Vec<_> = (0..sends).map(|s| batch_of(format!("p{p}-{s}"))).collect();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(sends);
+                for batch in batches {
+                    let t = Instant::now();
+                    writer.put(vec![batch]).await.expect("put");
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("producer"));
+    }
+    measured(latencies, producers * sends * rows, started.elapsed())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index].as_secs_f64() * 1e3
+}
+
+fn report(value: serde_json::Value) {
+    println!("{value}");
+}
+
+/// Interactive load of 1-row writes: one commit per request.
+async fn load_one_row(settings: &Settings) -> f64 {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
+    let mut latencies = Vec::with_capacity(settings.one_row_loads);
+    let started = Instant::now();
+    for i in 0..settings.one_row_loads {
+        let text = ndjson(&[person(&format!("p{i}"), 30)]);
+        let t = Instant::now();
+        graph.load(&text, &LoadOptions::default()).await.expect("load");
+        latencies.push(t.elapsed());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    let per_s = settings.one_row_loads as f64 / elapsed;
+    report(json!({
+        "scenario": "load_1_row",
+        "writes": settings.one_row_loads,
+        "p50_ms": percentile(&latencies, 0.5),
+        "p99_ms": percentile(&latencies, 0.99),
+        "commits_per_s": per_s,
+        "rows_per_s": per_s,
+    }));
+    per_s
+}
+
+/// Interactive load of 1,000-row writes.
+async fn load_thousand_rows(settings: &Settings) -> f64 {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
+    let mut latencies = Vec::new();
+    let started = Instant::now();
+    for w in 0..settings.thousand_row_loads {
+        let lines: Vec<String> = (0..1_000).map(|i| person(&format!("p{w}-{i}"), 30)).collect();
+        let text = ndjson(&lines);
+        let t = Instant::now();
+        graph.load(&text, &LoadOptions::default()).await.expect("load");
+        latencies.push(t.elapsed());
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    let rows_per_s = (settings.thousand_row_loads * 1_000) as f64 / elapsed;
+    report(json!({
+        "scenario": "load_1000_rows",
+        "writes": settings.thousand_row_loads,
+        "p50_ms": percentile(&latencies, 0.5),
+        "p99_ms": percentile(&latencies, 0.99),
+        "rows_per_s": rows_per_s,
+    }));
+    rows_per_s
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let settings = if quick {
+        Settings { one_row_loads: 20, thousand_row_loads: 3, sends_per_producer: [50, 10, 5], thousand_row_sends: 10 }
+    } else {
+        Settings { one_row_loads: 300, thousand_row_loads: 30, sends_per_producer: [2_000, 300, 100], thousand_row_sends: 200 }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let load_rows_per_s = load_one_row(&settings).await;
+        let load_bulk_rows_per_s = load_thousand_rows(&settings).await;
+        for (i, producers) in PRODUCERS.into_iter().enumerate() {
+            let sends = settings.sends_per_producer[i];
+            let ingest = ingest_scenario(producers, sends, 1).await;
+            let raw = raw_put_scenario(producers, sends, 1).await;
+            report(json!({
+                "scenario": "ingest_1_row",
+                "producers": producers,
+                "sends": producers * sends,
+                "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
+                "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
+                "load_rows_per_s": load_rows_per_s,
+                "ingest_over_load": ingest.rows_per_s / load_rows_per_s,
+                "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
+                "ingest_over_raw_rows": ingest.rows_per_s / raw.rows_per_s,
+            }));
+        }
+        let ingest = ingest_scenario(1, settings.thousand_row_sends, 1_000).await;
+        let raw = raw_put_scenario(1, settings.thousand_row_sends, 1_000).await;
+        report(json!({
+            "scenario": "ingest_1000_rows",
+            "producers": 1,
+            "sends": settings.thousand_row_sends,
+            "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
+            "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
+            "load_rows_per_s": load_bulk_rows_per_s,
+            "ingest_over_load": ingest.rows_per_s / load_bulk_rows_per_s,
+            "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
+        }));
+    });
+}

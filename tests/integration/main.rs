@@ -1,0 +1,13 @@
+//! Workspace integration tests: one binary (each test binary links Lance), modules inside.
+
+mod lance_surface_guards;
+mod load;
+mod ingest;
+mod publisher;
+mod reads;
+mod recovery;
+mod storage;
+
+/// Failpoints are process-global: tests that configure them take this lock (nextest runs
+/// each test in its own process anyway; `cargo test` does not).
+pub static FAILPOINTS: std::sync::Mutex<()> = std::sync::Mutex::new(());

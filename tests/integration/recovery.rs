@@ -1,0 +1,94 @@
+//! Crash windows of `load`: a failpoint stops the load where a crash would, the graph is
+//! dropped and reopened, and recovery must leave the load fully visible exactly once or
+//! not visible at all.
+
+use tributary::{ErrorKind, Graph, LoadOptions, ReadOptions, Recovered};
+use tributary_tests::{company, edge, ndjson, person, temp_graph};
+
+use crate::FAILPOINTS;
+
+/// A load touching three tables, so there is a "between table commits".
+fn three_tables() -> String {
+    ndjson(&[person("ada", 36), company("acme"), edge("WorksAt", "ada", "acme")])
+}
+
+async fn rows(graph: &Graph, ty: &str) -> usize {
+    graph.read(ty, &ReadOptions::default()).await.unwrap().num_rows()
+}
+
+/// Run a load that stops at `point`, reopen (which recovers), and return the graph after
+/// one more load on top.
+async fn crash_at(point: &str) -> (tempfile::TempDir, Graph) {
+    let (dir, uri, graph) = temp_graph().await;
+    {
+        let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        let scenario = fail::FailScenario::setup();
+        fail::cfg(point, "return").unwrap();
+        let error = graph.load(&three_tables(), &LoadOptions::default()).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Internal);
+        assert!(error.to_string().contains(point), "{error}");
+        scenario.teardown();
+    }
+    drop(graph);
+    let graph = Graph::open(&uri).await.unwrap();
+    let again = graph.recover().await.unwrap();
+    assert!(again.is_empty(), "recovery on open left work behind: {again:?}");
+    assert!(graph.store().list("__recovery").await.unwrap().is_empty(), "sidecar left behind");
+    // The graph still takes writes on every table afterwards.
+    graph.load(&ndjson(&[person("later", 1), company("later-co")]), &LoadOptions::default()).await.unwrap();
+    (dir, graph)
+}
+
+async fn assert_fully_visible_once(graph: &Graph) {
+    assert_eq!(rows(graph, "Person").await, 2, "ada + later");
+    assert_eq!(rows(graph, "Company").await, 2, "acme + later-co");
+    assert_eq!(rows(graph, "WorksAt").await, 1);
+    let log = graph.log("main", 10).await.unwrap();
+    let loads = log.iter().filter(|c| c.rows_written.values().sum::<u64>() == 3).count();
+    assert_eq!(loads, 1, "the interrupted load is published exactly once: {log:#?}");
+}
+
+#[tokio::test]
+async fn crash_before_any_table_commit_leaves_nothing() {
+    let (_dir, graph) = crash_at("load::before-table-commits").await;
+    assert_eq!(rows(&graph, "Person").await, 1, "only the later load");
+    assert_eq!(rows(&graph, "WorksAt").await, 0);
+    assert_eq!(graph.log("main", 10).await.unwrap().len(), 2, "init + later load");
+}
+
+#[tokio::test]
+async fn crash_between_table_commits_is_completed() {
+    let (_dir, graph) = crash_at("load::between-table-commits").await;
+    assert_fully_visible_once(&graph).await;
+}
+
+#[tokio::test]
+async fn crash_before_publish_is_rolled_forward() {
+    let (_dir, graph) = crash_at("load::before-publish").await;
+    assert_fully_visible_once(&graph).await;
+}
+
+#[tokio::test]
+async fn crash_after_publish_only_deletes_the_sidecar() {
+    let (_dir, graph) = crash_at("load::before-sidecar-delete").await;
+    assert_fully_visible_once(&graph).await;
+}
+
+#[tokio::test]
+async fn recovery_reports_what_it_did() {
+    let (_dir, uri, graph) = temp_graph().await;
+    {
+        let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("load::before-publish", "return").unwrap();
+        graph.load(&three_tables(), &LoadOptions::default()).await.unwrap_err();
+        scenario.teardown();
+    }
+    // Recovery of the same process's graph handle, without reopening.
+    let report = graph.recover().await.unwrap();
+    assert!(matches!(report.as_slice(), [Recovered::RolledForward { .. }]), "{report:?}");
+    assert_eq!(rows(&graph, "WorksAt").await, 1);
+    drop(graph);
+    let graph = Graph::open(&uri).await.unwrap();
+    assert!(graph.recover().await.unwrap().is_empty());
+}

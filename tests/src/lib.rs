@@ -1,0 +1,47 @@
+//! Shared fixtures for the integration tests and the scenario benchmarks.
+
+use tempfile::TempDir;
+use tributary::Graph;
+
+/// The schema of DESIGN.md's example, used across tests.
+pub const SCHEMA: &str = r#"
+node Person @stream {
+  name: String @key
+  age: I32? @range(0..150)
+  status: enum(active, inactive) = active
+  email: String? @unique @check("^[^@]+@[^@]+$")
+  bio: String? @index(fts)
+  embedding: Vector(8)? @embed(bio)
+}
+node Company { name: String @key }
+edge WorksAt: Person -> Company @card(0..1) @stream { since: Date? }
+edge Knows: Person -> Person @stream
+"#;
+
+/// A fresh graph in a temporary directory (removed on drop).
+pub async fn temp_graph() -> (TempDir, String, Graph) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("graph").to_string_lossy().into_owned();
+    let graph = Graph::init(&uri, SCHEMA).await.expect("init graph");
+    (dir, uri, graph)
+}
+
+/// One person line.
+pub fn person(name: &str, age: i32) -> String {
+    format!(r#"{{"type":"Person","data":{{"name":"{name}","age":{age}}}}}"#)
+}
+
+pub fn company(name: &str) -> String {
+    format!(r#"{{"type":"Company","data":{{"name":"{name}"}}}}"#)
+}
+
+pub fn edge(edge: &str, from: &str, to: &str) -> String {
+    format!(r#"{{"edge":"{edge}","from":"{from}","to":"{to}"}}"#)
+}
+
+/// Lines joined as NDJSON.
+pub fn ndjson(lines: &[String]) -> String {
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text
+}

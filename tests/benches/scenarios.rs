@@ -41,9 +41,18 @@ fn measured(mut latencies: Vec<Duration>, rows: usize, elapsed: Duration) -> Mea
 /// `producers` tasks each making `sends` ingest sends of `rows` rows; acked rows/s.
 async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measured {
     let dir = tempfile::tempdir().expect("temp dir");
-    let graph = Arc::new(Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init"));
+    let graph = Arc::new(
+        Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA)
+            .await
+            .expect("init"),
+    );
     // Enrol and warm the writer outside the measurement.
-    graph.ingest("main").expect("ingest").send(1, &ndjson(&[person("warm", 1)])).await.expect("warm");
+    graph
+        .ingest("main")
+        .expect("ingest")
+        .send(1, &ndjson(&[person("warm", 1)]))
+        .await
+        .expect("warm");
     let started = Instant::now();
     let tasks: Vec<_> = (0..producers)
         .map(|p| {
@@ -52,7 +61,9 @@ async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measure
                 let ingest = graph.ingest("main").expect("ingest");
                 let mut latencies = Vec::with_capacity(sends);
                 for s in 0..sends {
-                    let lines: Vec<String> = (0..rows).map(|r| person(&format!("p{p}-{s}-{r}"), 30)).collect();
+                    let lines: Vec<String> = (0..rows)
+                        .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
+                        .collect();
                     let text = ndjson(&lines);
                     let t = Instant::now();
                     let ack = ingest.send(1, &text).await.expect("send");
@@ -76,13 +87,29 @@ async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measur
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let graph = Graph::init(&uri, SCHEMA).await.expect("init");
-    let mut dataset = graph.store().open_dataset("nodes/Person.lance", None).await.expect("open");
-    dataset.initialize_mem_wal().unsharded().execute().await.expect("initialize");
+    let mut dataset = graph
+        .store()
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .expect("open");
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .expect("initialize");
     let shard = uuid::Uuid::new_v4();
-    let writer = Arc::new(dataset.mem_wal_writer(shard, WriterSettings::default().writer_config(shard)).await.expect("writer"));
+    let writer = Arc::new(
+        dataset
+            .mem_wal_writer(shard, WriterSettings::default().writer_config(shard))
+            .await
+            .expect("writer"),
+    );
     let schema: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
     let batch_of = |prefix: String| {
-        let lines: Vec<String> = (0..rows).map(|r| person(&format!("{prefix}-{r}"), 30)).collect();
+        let lines: Vec<String> = (0..rows)
+            .map(|r| person(&format!("{prefix}-{r}"), 30))
+            .collect();
         let decoded = ingest_core::decode_str(graph.catalog(), &ndjson(&lines));
         let columns = decoded.batches[0].batch.columns().to_vec();
         arrow_array::RecordBatch::try_new(schema.clone(), columns).expect("batch")
@@ -122,13 +149,18 @@ fn report(value: serde_json::Value) {
 /// Interactive load of 1-row writes: one commit per request.
 async fn load_one_row(settings: &Settings) -> f64 {
     let dir = tempfile::tempdir().expect("temp dir");
-    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
+    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA)
+        .await
+        .expect("init");
     let mut latencies = Vec::with_capacity(settings.one_row_loads);
     let started = Instant::now();
     for i in 0..settings.one_row_loads {
         let text = ndjson(&[person(&format!("p{i}"), 30)]);
         let t = Instant::now();
-        graph.load(&text, &LoadOptions::default()).await.expect("load");
+        graph
+            .load(&text, &LoadOptions::default())
+            .await
+            .expect("load");
         latencies.push(t.elapsed());
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -148,14 +180,21 @@ async fn load_one_row(settings: &Settings) -> f64 {
 /// Interactive load of 1,000-row writes.
 async fn load_thousand_rows(settings: &Settings) -> f64 {
     let dir = tempfile::tempdir().expect("temp dir");
-    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA).await.expect("init");
+    let graph = Graph::init(&dir.path().join("g").to_string_lossy(), SCHEMA)
+        .await
+        .expect("init");
     let mut latencies = Vec::new();
     let started = Instant::now();
     for w in 0..settings.thousand_row_loads {
-        let lines: Vec<String> = (0..1_000).map(|i| person(&format!("p{w}-{i}"), 30)).collect();
+        let lines: Vec<String> = (0..1_000)
+            .map(|i| person(&format!("p{w}-{i}"), 30))
+            .collect();
         let text = ndjson(&lines);
         let t = Instant::now();
-        graph.load(&text, &LoadOptions::default()).await.expect("load");
+        graph
+            .load(&text, &LoadOptions::default())
+            .await
+            .expect("load");
         latencies.push(t.elapsed());
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -174,11 +213,24 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let settings = if quick {
-        Settings { one_row_loads: 20, thousand_row_loads: 3, sends_per_producer: [50, 10, 5], thousand_row_sends: 10 }
+        Settings {
+            one_row_loads: 20,
+            thousand_row_loads: 3,
+            sends_per_producer: [50, 10, 5],
+            thousand_row_sends: 10,
+        }
     } else {
-        Settings { one_row_loads: 300, thousand_row_loads: 30, sends_per_producer: [2_000, 300, 100], thousand_row_sends: 200 }
+        Settings {
+            one_row_loads: 300,
+            thousand_row_loads: 30,
+            sends_per_producer: [2_000, 300, 100],
+            thousand_row_sends: 200,
+        }
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async {
         let load_rows_per_s = load_one_row(&settings).await;
         let load_bulk_rows_per_s = load_thousand_rows(&settings).await;

@@ -6,7 +6,9 @@ use tributary_tests::{company, ndjson, person, temp_graph};
 /// Every file under a table's `_mem_wal` directory.
 fn memwal_files(uri: &str, table: &str) -> Vec<std::path::PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
@@ -23,13 +25,24 @@ fn memwal_files(uri: &str, table: &str) -> Vec<std::path::PathBuf> {
 }
 
 fn wal_entries(uri: &str, table: &str) -> usize {
-    memwal_files(uri, table).iter().filter(|p| p.extension().is_some_and(|e| e == "arrow")).count()
+    memwal_files(uri, table)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+        .count()
 }
 
 async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
-    let options = ReadOptions { fresh: true, select: Some(vec!["id".into()]), ..Default::default() };
+    let options = ReadOptions {
+        fresh: true,
+        select: Some(vec!["id".into()]),
+        ..Default::default()
+    };
     let batch = graph.read(ty, &options).await.unwrap();
-    let ids = batch.column(0).as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+    let ids = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
     let mut out: Vec<String> = ids.iter().flatten().map(str::to_owned).collect();
     out.sort();
     out
@@ -39,15 +52,31 @@ async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
 async fn an_ack_counts_durable_rows_and_lists_rejected_lines() {
     let (_dir, uri, graph) = temp_graph().await;
     let ingest = graph.ingest("main").unwrap();
-    let text = ndjson(&[person("ada", 36), person("old", 200), person("alan", 41), company("acme")]);
+    let text = ndjson(&[
+        person("ada", 36),
+        person("old", 200),
+        person("alan", 41),
+        company("acme"),
+    ]);
     let ack = ingest.send(1, &text).await.unwrap();
     assert_eq!(ack.durable_rows, 2);
     assert_eq!(ack.through_line, 4);
     let lines: Vec<u64> = ack.rejected.iter().map(|r| r.line).collect();
     assert_eq!(lines, [2, 4]);
-    assert!(ack.rejected[1].reason.contains("@stream"), "says how to enable: {}", ack.rejected[1]);
+    assert!(
+        ack.rejected[1].reason.contains("@stream"),
+        "says how to enable: {}",
+        ack.rejected[1]
+    );
     // Durable, not graph-visible.
-    assert_eq!(graph.read("Person", &ReadOptions::default()).await.unwrap().num_rows(), 0);
+    assert_eq!(
+        graph
+            .read("Person", &ReadOptions::default())
+            .await
+            .unwrap()
+            .num_rows(),
+        0
+    );
     assert_eq!(fresh_ids(&graph, "Person").await, ["ada", "alan"]);
     assert!(wal_entries(&uri, "nodes/Person.lance") >= 1);
 }
@@ -55,8 +84,16 @@ async fn an_ack_counts_durable_rows_and_lists_rejected_lines() {
 #[tokio::test]
 async fn enrollment_happens_once_and_survives_reopen() {
     let (_dir, uri, graph) = temp_graph().await;
-    assert!(graph.ingest_status("main").await.unwrap().tables.is_empty(), "nothing enrolled before the first write");
-    graph.ingest("main").unwrap().send(1, &ndjson(&[person("ada", 1)])).await.unwrap();
+    assert!(
+        graph.ingest_status("main").await.unwrap().tables.is_empty(),
+        "nothing enrolled before the first write"
+    );
+    graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(&[person("ada", 1)]))
+        .await
+        .unwrap();
     let status = graph.ingest_status("main").await.unwrap();
     assert_eq!(status.tables.len(), 1);
     assert_eq!(status.tables[0].shards.len(), 1, "unsharded by default");
@@ -64,11 +101,22 @@ async fn enrollment_happens_once_and_survives_reopen() {
     graph.close_writers().await.unwrap();
     drop(graph);
     let graph = Graph::open(&uri).await.unwrap();
-    graph.ingest("main").unwrap().send(1, &ndjson(&[person("bob", 1)])).await.unwrap();
+    graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(&[person("bob", 1)]))
+        .await
+        .unwrap();
     let status = graph.ingest_status("main").await.unwrap();
     let shard = &status.tables[0].shards[0];
-    assert_eq!(shard.writer_epoch, 2, "the second process claimed the same shard");
-    assert_eq!(status.tables[0].pending_rows, 1, "the first writer's close flushed a generation");
+    assert_eq!(
+        shard.writer_epoch, 2,
+        "the second process claimed the same shard"
+    );
+    assert_eq!(
+        status.tables[0].pending_rows, 1,
+        "the first writer's close flushed a generation"
+    );
     assert_eq!(fresh_ids(&graph, "Person").await, ["ada", "bob"]);
 }
 
@@ -78,10 +126,27 @@ async fn rejected_lines_write_nothing_durable() {
     let ingest = graph.ingest("main").unwrap();
     ingest.send(1, &ndjson(&[person("ada", 1)])).await.unwrap();
     let before = memwal_files(&uri, "nodes/Person.lance");
-    let ack = ingest.send(2, "{\"type\":\"Person\",\"data\":{\"name\":\"x\",\"age\":-1}}\nnot json\n").await.unwrap();
-    assert_eq!(ack, IngestAck { durable_rows: 0, rejected: ack.rejected.clone(), through_line: 3 });
+    let ack = ingest
+        .send(
+            2,
+            "{\"type\":\"Person\",\"data\":{\"name\":\"x\",\"age\":-1}}\nnot json\n",
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ack,
+        IngestAck {
+            durable_rows: 0,
+            rejected: ack.rejected.clone(),
+            through_line: 3
+        }
+    );
     assert_eq!(ack.rejected.len(), 2);
-    assert_eq!(memwal_files(&uri, "nodes/Person.lance"), before, "the WAL did not grow");
+    assert_eq!(
+        memwal_files(&uri, "nodes/Person.lance"),
+        before,
+        "the WAL did not grow"
+    );
 }
 
 #[tokio::test]
@@ -90,19 +155,44 @@ async fn a_second_writer_fences_the_first() {
     let ingest = first.ingest("main").unwrap();
     ingest.send(1, &ndjson(&[person("ada", 1)])).await.unwrap();
     let second = Graph::open(&uri).await.unwrap();
-    second.ingest("main").unwrap().send(1, &ndjson(&[person("bob", 1)])).await.unwrap();
-    let error = ingest.send(2, &ndjson(&[person("cy", 1)])).await.unwrap_err();
+    second
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(&[person("bob", 1)]))
+        .await
+        .unwrap();
+    let error = ingest
+        .send(2, &ndjson(&[person("cy", 1)]))
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Fenced, "{error}");
-    let again = ingest.send(3, &ndjson(&[person("dee", 1)])).await.unwrap_err();
-    assert_eq!(again.kind(), ErrorKind::Fenced, "never a silent ack after fencing");
+    let again = ingest
+        .send(3, &ndjson(&[person("dee", 1)]))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        again.kind(),
+        ErrorKind::Fenced,
+        "never a silent ack after fencing"
+    );
     second.ingest("main").unwrap().warm("Person").await.unwrap();
     let ids = fresh_ids(&second, "Person").await;
-    assert!(ids.contains(&"ada".to_owned()) && ids.contains(&"bob".to_owned()), "{ids:?}");
-    assert!(!ids.contains(&"cy".to_owned()) && !ids.contains(&"dee".to_owned()), "{ids:?}");
+    assert!(
+        ids.contains(&"ada".to_owned()) && ids.contains(&"bob".to_owned()),
+        "{ids:?}"
+    );
+    assert!(
+        !ids.contains(&"cy".to_owned()) && !ids.contains(&"dee".to_owned()),
+        "{ids:?}"
+    );
 }
 
 /// Object-store operations of one acknowledged 1-row send.
-async fn send_one(ingest: &tributary::Ingestor<'_>, counter: &OpCounter, line: u64) -> tributary::OpCounts {
+async fn send_one(
+    ingest: &tributary::Ingestor<'_>,
+    counter: &OpCounter,
+    line: u64,
+) -> tributary::OpCounts {
     let text = ndjson(&[person(&format!("p{line}"), 1)]);
     let before = counter.snapshot();
     ingest.send(line, &text).await.unwrap();
@@ -115,7 +205,9 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = tributary_storage::GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = Graph::init_with_store(store, tributary_tests::SCHEMA).await.unwrap();
+    let graph = Graph::init_with_store(store, tributary_tests::SCHEMA)
+        .await
+        .unwrap();
     let ingest = graph.ingest("main").unwrap();
     let mut line = 0u64;
     macro_rules! send_ops {
@@ -155,7 +247,10 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
 #[tokio::test]
 async fn ingest_refuses_other_branches_until_branches_exist() {
     let (_dir, _uri, graph) = temp_graph().await;
-    assert_eq!(graph.ingest("dev").err().unwrap().kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        graph.ingest("dev").err().unwrap().kind(),
+        ErrorKind::InvalidInput
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -165,7 +260,11 @@ async fn unflushed_memory_stays_bounded_under_load() {
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, tributary_tests::SCHEMA).await.unwrap();
     let settings = tributary::GraphSettings {
-        writer: tributary::WriterSettings { memtable_bytes: 256 << 10, max_unflushed_bytes: BOUND, ..Default::default() },
+        writer: tributary::WriterSettings {
+            memtable_bytes: 256 << 10,
+            max_unflushed_bytes: BOUND,
+            ..Default::default()
+        },
     };
     let graph = std::sync::Arc::new(Graph::open_with(&uri, settings).await.unwrap());
     let producers: Vec<_> = (0..8)
@@ -175,7 +274,9 @@ async fn unflushed_memory_stays_bounded_under_load() {
                 let ingest = graph.ingest("main").unwrap();
                 let mut peak = 0;
                 for s in 0..12 {
-                    let lines: Vec<String> = (0..500).map(|r| person(&format!("p{p}-{s}-{r}"), 30)).collect();
+                    let lines: Vec<String> = (0..500)
+                        .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
+                        .collect();
                     let ack = ingest.send(1, &ndjson(&lines)).await.unwrap();
                     assert_eq!(ack.durable_rows, 500);
                     let status = graph.ingest_status("main").await.unwrap();
@@ -191,8 +292,21 @@ async fn unflushed_memory_stays_bounded_under_load() {
     }
     let status = graph.ingest_status("main").await.unwrap();
     let table = &status.tables[0];
-    eprintln!("peak unflushed bytes {peak} (bound {BOUND}); {} rows flushed, {} in memory", table.pending_rows, table.unflushed_rows);
-    assert!(peak as usize <= BOUND + (256 << 10), "unflushed memory {peak} passed the bound {BOUND}");
-    assert!(table.pending_rows > 0, "memtables were flushed to generations along the way");
-    assert_eq!(table.pending_rows + table.unflushed_rows, 8 * 12 * 500, "every acknowledged row is in a generation or the memtable");
+    eprintln!(
+        "peak unflushed bytes {peak} (bound {BOUND}); {} rows flushed, {} in memory",
+        table.pending_rows, table.unflushed_rows
+    );
+    assert!(
+        peak as usize <= BOUND + (256 << 10),
+        "unflushed memory {peak} passed the bound {BOUND}"
+    );
+    assert!(
+        table.pending_rows > 0,
+        "memtables were flushed to generations along the way"
+    );
+    assert_eq!(
+        table.pending_rows + table.unflushed_rows,
+        8 * 12 * 500,
+        "every acknowledged row is in a generation or the memtable"
+    );
 }

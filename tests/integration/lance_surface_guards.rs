@@ -12,7 +12,10 @@ use prost::Message;
 use tributary_storage::GraphStore;
 
 fn schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]))
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("value", DataType::Utf8, false),
+    ]))
 }
 
 fn batch(rows: &[(&str, &str)]) -> RecordBatch {
@@ -26,13 +29,23 @@ async fn table(rows: &[(&str, &str)]) -> (tempfile::TempDir, GraphStore, Dataset
     let store = GraphStore::new(&dir.path().to_string_lossy()).unwrap();
     let reader = RecordBatchIterator::new(vec![Ok(batch(rows))], schema());
     let uri = store.uri_of("t.lance");
-    let dataset = Dataset::write(reader, uri.as_str(), Some(store.write_params(WriteMode::Create))).await.unwrap();
+    let dataset = Dataset::write(
+        reader,
+        uri.as_str(),
+        Some(store.write_params(WriteMode::Create)),
+    )
+    .await
+    .unwrap();
     (dir, store, dataset)
 }
 
 fn upsert(dataset: &Dataset, retries: u32) -> MergeInsertBuilder {
-    let mut builder = MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".into()]).unwrap();
-    builder.when_matched(WhenMatched::UpdateAll).when_not_matched(WhenNotMatched::InsertAll).conflict_retries(retries);
+    let mut builder =
+        MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".into()]).unwrap();
+    builder
+        .when_matched(WhenMatched::UpdateAll)
+        .when_not_matched(WhenNotMatched::InsertAll)
+        .conflict_retries(retries);
     builder
 }
 
@@ -40,7 +53,12 @@ async fn value_of(dataset: &Dataset, key: &str) -> Vec<String> {
     let mut scan = dataset.scan();
     scan.filter(&format!("key = '{key}'")).unwrap();
     let rows = scan.try_into_batch().await.unwrap();
-    let values = rows.column_by_name("value").unwrap().as_any().downcast_ref::<StringArray>().unwrap();
+    let values = rows
+        .column_by_name("value")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
     values.iter().flatten().map(str::to_owned).collect()
 }
 
@@ -50,8 +68,18 @@ async fn value_of(dataset: &Dataset, key: &str) -> Vec<String> {
 async fn merge_insert_without_retries_is_a_compare_and_swap() {
     let (_dir, _store, dataset) = table(&[("head", "0")]).await;
     let stale = dataset.clone();
-    upsert(&dataset, 0).try_build().unwrap().execute_batches(vec![batch(&[("head", "1")])]).await.unwrap();
-    let error = upsert(&stale, 0).try_build().unwrap().execute_batches(vec![batch(&[("head", "2")])]).await.unwrap_err();
+    upsert(&dataset, 0)
+        .try_build()
+        .unwrap()
+        .execute_batches(vec![batch(&[("head", "1")])])
+        .await
+        .unwrap();
+    let error = upsert(&stale, 0)
+        .try_build()
+        .unwrap()
+        .execute_batches(vec![batch(&[("head", "2")])])
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             error,
@@ -67,12 +95,28 @@ async fn merge_insert_without_retries_is_a_compare_and_swap() {
     assert_eq!(value_of(&latest, "head").await, ["1"]);
 }
 
-/// Why `load` dedupes keys itself: a merge-insert source with a repeated key fails.
+/// Why `load` dedupes keys itself: a merge-insert source that repeats a new key inserts
+/// it twice (two rows, one key), and one that repeats an existing key is refused.
 #[tokio::test]
-async fn merge_insert_refuses_duplicate_source_keys() {
+async fn merge_insert_does_not_dedupe_source_keys() {
     let (_dir, _store, dataset) = table(&[("a", "0")]).await;
-    let result = upsert(&dataset, 0).try_build().unwrap().execute_batches(vec![batch(&[("k", "1"), ("k", "2")])]).await;
-    assert!(result.is_err(), "duplicate source keys were accepted");
+    let (inserted, _) = upsert(&dataset, 0)
+        .try_build()
+        .unwrap()
+        .execute_batches(vec![batch(&[("k", "1"), ("k", "2")])])
+        .await
+        .unwrap();
+    assert_eq!(
+        value_of(&inserted, "k").await.len(),
+        2,
+        "a repeated new key is inserted twice"
+    );
+    let result = upsert(&inserted, 0)
+        .try_build()
+        .unwrap()
+        .execute_batches(vec![batch(&[("a", "1"), ("a", "2")])])
+        .await;
+    assert!(result.is_err(), "a repeated existing key was accepted");
 }
 
 /// Recovery sidecars carry staged transactions as protobuf; they must commit later, and
@@ -89,16 +133,30 @@ async fn a_staged_transaction_round_trips_through_protobuf_and_commits_later() {
         .unwrap();
     let mut latest = dataset.clone();
     latest.checkout_latest().await.unwrap();
-    assert_eq!(latest.version().version, version, "staging committed something");
+    assert_eq!(
+        latest.version().version,
+        version,
+        "staging committed something"
+    );
 
-    let bytes = pb::Transaction::try_from(&staged.transaction).unwrap().encode_to_vec();
-    let decoded = Transaction::try_from(pb::Transaction::decode(bytes.as_slice()).unwrap()).unwrap();
+    let bytes = pb::Transaction::try_from(&staged.transaction)
+        .unwrap()
+        .encode_to_vec();
+    let decoded =
+        Transaction::try_from(pb::Transaction::decode(bytes.as_slice()).unwrap()).unwrap();
     assert_eq!(decoded.uuid, staged.transaction.uuid);
     assert_eq!(decoded.read_version, version);
 
-    let committed = CommitBuilder::new(Arc::new(dataset.clone())).execute(decoded).await.unwrap();
+    let committed = CommitBuilder::new(Arc::new(dataset.clone()))
+        .execute(decoded)
+        .await
+        .unwrap();
     assert_eq!(committed.version().version, version + 1);
-    let recorded = committed.read_transaction_by_version(version + 1).await.unwrap().unwrap();
+    let recorded = committed
+        .read_transaction_by_version(version + 1)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(recorded.uuid, staged.transaction.uuid);
     assert_eq!(committed.count_rows(None).await.unwrap(), 2);
     assert_eq!(value_of(&committed, "a").await, ["1"]);
@@ -109,9 +167,22 @@ async fn a_staged_transaction_round_trips_through_protobuf_and_commits_later() {
 #[tokio::test]
 async fn a_transaction_staged_on_an_older_version_rebases_onto_the_latest() {
     let (_dir, _store, dataset) = table(&[("a", "0")]).await;
-    let staged = upsert(&dataset, 0).try_build().unwrap().execute_uncommitted_batches(vec![batch(&[("b", "1")])]).await.unwrap();
-    upsert(&dataset, 0).try_build().unwrap().execute_batches(vec![batch(&[("c", "2")])]).await.unwrap();
-    let committed = CommitBuilder::new(Arc::new(dataset.clone())).execute(staged.transaction).await.unwrap();
+    let staged = upsert(&dataset, 0)
+        .try_build()
+        .unwrap()
+        .execute_uncommitted_batches(vec![batch(&[("b", "1")])])
+        .await
+        .unwrap();
+    upsert(&dataset, 0)
+        .try_build()
+        .unwrap()
+        .execute_batches(vec![batch(&[("c", "2")])])
+        .await
+        .unwrap();
+    let committed = CommitBuilder::new(Arc::new(dataset.clone()))
+        .execute(staged.transaction)
+        .await
+        .unwrap();
     assert_eq!(committed.version().version, dataset.version().version + 2);
     assert_eq!(committed.count_rows(None).await.unwrap(), 3);
 }
@@ -122,8 +193,16 @@ async fn a_transaction_staged_on_an_older_version_rebases_onto_the_latest() {
 async fn the_primary_key_marked_at_creation_is_kept() {
     let (_dir, uri, _graph) = tributary_tests::temp_graph().await;
     let store = GraphStore::new(&uri).unwrap();
-    let dataset = store.open_dataset("nodes/Person.lance", None).await.unwrap();
-    let keys: Vec<&str> = dataset.schema().unenforced_primary_key().iter().map(|f| f.name.as_str()).collect();
+    let dataset = store
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
+    let keys: Vec<&str> = dataset
+        .schema()
+        .unenforced_primary_key()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
     assert_eq!(keys, ["id"]);
 }
 
@@ -146,7 +225,10 @@ async fn graph_tables_have_no_auto_cleanup() {
 async fn person_table() -> (tempfile::TempDir, GraphStore, Dataset) {
     let (dir, uri, _graph) = tributary_tests::temp_graph().await;
     let store = GraphStore::new(&uri).unwrap();
-    let dataset = store.open_dataset("nodes/Person.lance", None).await.unwrap();
+    let dataset = store
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
     (dir, store, dataset)
 }
 
@@ -158,15 +240,39 @@ async fn memwal_writer_defaults_are_recorded_and_reinitialize_is_refused() {
     use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
     let (_dir, _store, mut dataset) = person_table().await;
     let defaults = ShardWriterConfig::new(uuid::Uuid::nil()).with_max_wal_buffer_size(1);
-    dataset.initialize_mem_wal().unsharded().writer_config_defaults(defaults).execute().await.unwrap();
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .writer_config_defaults(defaults)
+        .execute()
+        .await
+        .unwrap();
     let details = dataset.mem_wal_index_details().await.unwrap().unwrap();
-    assert_eq!(details.writer_config_defaults.get("max_wal_buffer_size").map(String::as_str), Some("1"));
-    let error = dataset.initialize_mem_wal().unsharded().execute().await.unwrap_err();
+    assert_eq!(
+        details
+            .writer_config_defaults
+            .get("max_wal_buffer_size")
+            .map(String::as_str),
+        Some("1")
+    );
+    let error = dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .unwrap_err();
     assert!(error.to_string().contains("already initialized"), "{error}");
 
     let shard = uuid::Uuid::new_v4();
-    let writer = dataset.mem_wal_writer(shard, ShardWriterConfig::new(shard)).await.unwrap();
-    assert_eq!(writer.config().max_wal_buffer_size, ShardWriterConfig::new(shard).max_wal_buffer_size, "defaults are not applied by Lance");
+    let writer = dataset
+        .mem_wal_writer(shard, ShardWriterConfig::new(shard))
+        .await
+        .unwrap();
+    assert_eq!(
+        writer.config().max_wal_buffer_size,
+        ShardWriterConfig::new(shard).max_wal_buffer_size,
+        "defaults are not applied by Lance"
+    );
     writer.abort().await.unwrap();
 }
 
@@ -176,7 +282,12 @@ async fn memwal_writer_defaults_are_recorded_and_reinitialize_is_refused() {
 async fn a_fenced_writer_fails_with_a_typed_fence() {
     use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
     let (_dir, store, mut dataset) = person_table().await;
-    dataset.initialize_mem_wal().unsharded().execute().await.unwrap();
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .unwrap();
     let shard = uuid::Uuid::new_v4();
     let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
     let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
@@ -185,9 +296,15 @@ async fn a_fenced_writer_fails_with_a_typed_fence() {
     let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
     let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
     first.put(vec![batch.clone()]).await.unwrap();
-    let reopened = store.open_dataset("nodes/Person.lance", None).await.unwrap();
+    let reopened = store
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
     let second = reopened.mem_wal_writer(shard, config).await.unwrap();
     assert_eq!(second.epoch(), first.epoch() + 1);
     let error = first.put(vec![batch]).await.unwrap_err();
-    assert!(error.fence_reason().is_some(), "not a typed fence: {error:?}");
+    assert!(
+        error.fence_reason().is_some(),
+        "not a typed fence: {error:?}"
+    );
 }

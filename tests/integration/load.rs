@@ -33,7 +33,10 @@ async fn load_is_one_commit_with_row_counts() {
     assert_eq!(log[0].parent.as_deref(), Some(log[1].id.as_str()));
     assert_eq!(rows(&graph, "Person").await, 2);
     assert_eq!(rows(&graph, "Knows").await, 1);
-    assert!(graph.store().list("__recovery").await.unwrap().is_empty(), "sidecar deleted");
+    assert!(
+        graph.store().list("__recovery").await.unwrap().is_empty(),
+        "sidecar deleted"
+    );
 }
 
 #[tokio::test]
@@ -41,33 +44,64 @@ async fn an_invalid_line_rejects_the_whole_load() {
     let (_dir, _uri, graph) = temp_graph().await;
     let head = graph.snapshot(&At::default()).await.unwrap();
     let text = ndjson(&[person("ada", 36), person("old", 200), company("acme")]);
-    let error = graph.load(&text, &LoadOptions::default()).await.unwrap_err();
+    let error = graph
+        .load(&text, &LoadOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     let lines = error.line_errors();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0].line, 2);
     assert_eq!(lines[0].field.as_deref(), Some("age"));
     assert!(error.to_string().contains("line 2"), "{error}");
-    assert_eq!(graph.snapshot(&At::default()).await.unwrap(), head, "nothing published");
+    assert_eq!(
+        graph.snapshot(&At::default()).await.unwrap(),
+        head,
+        "nothing published"
+    );
     assert_eq!(rows(&graph, "Person").await, 0);
 }
 
 #[tokio::test]
 async fn upsert_replaces_and_the_last_duplicate_wins() {
     let (_dir, _uri, graph) = temp_graph().await;
-    graph.load(&ndjson(&[person("ada", 36)]), &LoadOptions::default()).await.unwrap();
-    let before = graph.snapshot(&At::default()).await.unwrap();
     graph
-        .load(&ndjson(&[person("ada", 37), person("ada", 38)]), &LoadOptions::default())
+        .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
         .await
         .unwrap();
-    let now = graph.get("Person", "ada", &At::default()).await.unwrap().unwrap();
+    let before = graph.snapshot(&At::default()).await.unwrap();
+    graph
+        .load(
+            &ndjson(&[person("ada", 37), person("ada", 38)]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    let now = graph
+        .get("Person", "ada", &At::default())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(now.num_rows(), 1);
-    let age = now.column_by_name("age").unwrap().as_any().downcast_ref::<arrow_array::Int32Array>().unwrap();
+    let age = now
+        .column_by_name("age")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int32Array>()
+        .unwrap();
     assert_eq!(age.value(0), 38);
     // The earlier commit still reads the earlier row.
-    let then = graph.get("Person", "ada", &At::Commit(before.id)).await.unwrap().unwrap();
-    let age = then.column_by_name("age").unwrap().as_any().downcast_ref::<arrow_array::Int32Array>().unwrap();
+    let then = graph
+        .get("Person", "ada", &At::Commit(before.id))
+        .await
+        .unwrap()
+        .unwrap();
+    let age = then
+        .column_by_name("age")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int32Array>()
+        .unwrap();
     assert_eq!(age.value(0), 36);
     assert_eq!(rows(&graph, "Person").await, 1);
 }
@@ -75,56 +109,117 @@ async fn upsert_replaces_and_the_last_duplicate_wins() {
 #[tokio::test]
 async fn insert_mode_refuses_existing_and_repeated_keys() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let insert = LoadOptions { mode: LoadMode::Insert, ..Default::default() };
-    graph.load(&ndjson(&[person("ada", 36)]), &insert).await.unwrap();
-    let error = graph.load(&ndjson(&[person("bob", 1), person("ada", 37)]), &insert).await.unwrap_err();
+    let insert = LoadOptions {
+        mode: LoadMode::Insert,
+        ..Default::default()
+    };
+    graph
+        .load(&ndjson(&[person("ada", 36)]), &insert)
+        .await
+        .unwrap();
+    let error = graph
+        .load(&ndjson(&[person("bob", 1), person("ada", 37)]), &insert)
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert_eq!(error.line_errors()[0].line, 2);
     assert!(error.to_string().contains("already exists"), "{error}");
-    let error = graph.load(&ndjson(&[person("cy", 1), person("cy", 2)]), &insert).await.unwrap_err();
+    let error = graph
+        .load(&ndjson(&[person("cy", 1), person("cy", 2)]), &insert)
+        .await
+        .unwrap_err();
     assert_eq!(error.line_errors()[0].line, 2);
-    assert_eq!(rows(&graph, "Person").await, 1, "neither rejected load wrote anything");
+    assert_eq!(
+        rows(&graph, "Person").await,
+        1,
+        "neither rejected load wrote anything"
+    );
 }
 
 #[tokio::test]
 async fn edge_endpoints_must_exist_in_the_snapshot_or_the_request() {
     let (_dir, _uri, graph) = temp_graph().await;
-    graph.load(&ndjson(&[person("ada", 36)]), &LoadOptions::default()).await.unwrap();
+    graph
+        .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
+        .await
+        .unwrap();
     // Endpoint from the snapshot (ada) and from the same request (acme): fine.
     graph
-        .load(&ndjson(&[company("acme"), edge("WorksAt", "ada", "acme")]), &LoadOptions::default())
+        .load(
+            &ndjson(&[company("acme"), edge("WorksAt", "ada", "acme")]),
+            &LoadOptions::default(),
+        )
         .await
         .unwrap();
     let error = graph
-        .load(&ndjson(&[edge("Knows", "ada", "ghost"), edge("WorksAt", "nobody", "acme")]), &LoadOptions::default())
+        .load(
+            &ndjson(&[
+                edge("Knows", "ada", "ghost"),
+                edge("WorksAt", "nobody", "acme"),
+            ]),
+            &LoadOptions::default(),
+        )
         .await
         .unwrap_err();
     let lines = error.line_errors();
     assert_eq!(lines.len(), 2, "{error}");
     assert_eq!((lines[0].line, lines[0].field.as_deref()), (1, Some("to")));
-    assert!(lines[0].reason.contains("Person `ghost` does not exist"), "{}", lines[0].reason);
-    assert_eq!((lines[1].line, lines[1].field.as_deref()), (2, Some("from")));
+    assert!(
+        lines[0].reason.contains("Person `ghost` does not exist"),
+        "{}",
+        lines[0].reason
+    );
+    assert_eq!(
+        (lines[1].line, lines[1].field.as_deref()),
+        (2, Some("from"))
+    );
     assert_eq!(rows(&graph, "Knows").await, 0);
 }
 
 #[tokio::test]
 async fn unique_is_enforced_against_the_snapshot_and_the_request() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let with_email = |name: &str, email: &str| format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#);
-    graph.load(&ndjson(&[with_email("ada", "a@x.org")]), &LoadOptions::default()).await.unwrap();
+    let with_email = |name: &str, email: &str| {
+        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
+    };
+    graph
+        .load(
+            &ndjson(&[with_email("ada", "a@x.org")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
     // Re-upserting the owner with its own value is fine.
-    graph.load(&ndjson(&[with_email("ada", "a@x.org")]), &LoadOptions::default()).await.unwrap();
-    let error = graph.load(&ndjson(&[with_email("bob", "a@x.org")]), &LoadOptions::default()).await.unwrap_err();
+    graph
+        .load(
+            &ndjson(&[with_email("ada", "a@x.org")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    let error = graph
+        .load(
+            &ndjson(&[with_email("bob", "a@x.org")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(error.line_errors()[0].field.as_deref(), Some("email"));
     assert!(error.to_string().contains("ada"), "{error}");
     let error = graph
-        .load(&ndjson(&[with_email("cy", "c@x.org"), with_email("dee", "c@x.org")]), &LoadOptions::default())
+        .load(
+            &ndjson(&[with_email("cy", "c@x.org"), with_email("dee", "c@x.org")]),
+            &LoadOptions::default(),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.line_errors()[0].line, 2);
     // Moving the value away from its owner in the same request frees it.
     graph
-        .load(&ndjson(&[with_email("ada", "new@x.org"), with_email("bob", "a@x.org")]), &LoadOptions::default())
+        .load(
+            &ndjson(&[with_email("ada", "new@x.org"), with_email("bob", "a@x.org")]),
+            &LoadOptions::default(),
+        )
         .await
         .unwrap();
     assert_eq!(rows(&graph, "Person").await, 2);
@@ -133,20 +228,40 @@ async fn unique_is_enforced_against_the_snapshot_and_the_request() {
 #[tokio::test]
 async fn cardinality_bounds_out_edges() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let base = ndjson(&[person("ada", 36), company("acme"), company("initech"), edge("WorksAt", "ada", "acme")]);
+    let base = ndjson(&[
+        person("ada", 36),
+        company("acme"),
+        company("initech"),
+        edge("WorksAt", "ada", "acme"),
+    ]);
     graph.load(&base, &LoadOptions::default()).await.unwrap();
-    let error = graph.load(&ndjson(&[edge("WorksAt", "ada", "initech")]), &LoadOptions::default()).await.unwrap_err();
+    let error = graph
+        .load(
+            &ndjson(&[edge("WorksAt", "ada", "initech")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert!(error.to_string().contains("@card(0..1)"), "{error}");
     // Re-loading the same edge is an upsert, not a second edge.
-    graph.load(&ndjson(&[edge("WorksAt", "ada", "acme")]), &LoadOptions::default()).await.unwrap();
+    graph
+        .load(
+            &ndjson(&[edge("WorksAt", "ada", "acme")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
     assert_eq!(rows(&graph, "WorksAt").await, 1);
 }
 
 #[tokio::test]
 async fn an_empty_load_is_refused() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let error = graph.load("\n\n", &LoadOptions::default()).await.unwrap_err();
+    let error = graph
+        .load("\n\n", &LoadOptions::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert_eq!(graph.log("main", 10).await.unwrap().len(), 1);
 }
@@ -154,7 +269,13 @@ async fn an_empty_load_is_refused() {
 #[tokio::test]
 async fn a_reopened_graph_sees_every_commit() {
     let (_dir, uri, graph) = temp_graph().await;
-    graph.load(&ndjson(&[person("ada", 36), person("alan", 41)]), &LoadOptions::default()).await.unwrap();
+    graph
+        .load(
+            &ndjson(&[person("ada", 36), person("alan", 41)]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
     drop(graph);
     let graph = tributary::Graph::open(&uri).await.unwrap();
     assert_eq!(rows(&graph, "Person").await, 2);
@@ -165,14 +286,21 @@ async fn a_reopened_graph_sees_every_commit() {
 #[tokio::test]
 async fn init_refuses_an_existing_graph_and_a_bad_schema() {
     let (_dir, uri, _graph) = temp_graph().await;
-    let error = tributary::Graph::init(&uri, tributary_tests::SCHEMA).await.unwrap_err();
-    assert_eq!(error.kind(), ErrorKind::InvalidInput);
-    let dir = tempfile::tempdir().unwrap();
-    let error = tributary::Graph::init(&dir.path().join("g").to_string_lossy(), "node P { x: Strin @key }")
+    let error = tributary::Graph::init(&uri, tributary_tests::SCHEMA)
         .await
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    let dir = tempfile::tempdir().unwrap();
+    let error = tributary::Graph::init(
+        &dir.path().join("g").to_string_lossy(),
+        "node P { x: Strin @key }",
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert!(error.to_string().contains("line 1"), "{error}");
-    let error = tributary::Graph::open(&dir.path().join("none").to_string_lossy()).await.unwrap_err();
+    let error = tributary::Graph::open(&dir.path().join("none").to_string_lossy())
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotFound);
 }

@@ -1,8 +1,8 @@
 //! Workspace integration tests: one binary (each test binary links Lance), modules inside.
 
+mod ingest;
 mod lance_surface_guards;
 mod load;
-mod ingest;
 mod publisher;
 mod reads;
 mod recovery;

@@ -1,6 +1,8 @@
 use std::collections::BTreeMap;
 
-use tributary_publisher::{CommitKind, CommitRecord, Error, ManifestCasPublisher, PublishPlan, Publisher};
+use tributary_publisher::{
+    CommitKind, CommitRecord, Error, ManifestCasPublisher, PublishPlan, Publisher,
+};
 use tributary_storage::{GraphStore, OpCounter};
 use tributary_tests::temp_graph;
 
@@ -20,30 +22,49 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
 async fn two_publishers_racing_on_one_head_one_wins() {
     let (_dir, uri, _graph) = temp_graph().await;
     // Two independent handles, as two processes would have.
-    let a = ManifestCasPublisher::open(&GraphStore::new(&uri).unwrap()).await.unwrap();
-    let b = ManifestCasPublisher::open(&GraphStore::new(&uri).unwrap()).await.unwrap();
+    let a = ManifestCasPublisher::open(&GraphStore::new(&uri).unwrap())
+        .await
+        .unwrap();
+    let b = ManifestCasPublisher::open(&GraphStore::new(&uri).unwrap())
+        .await
+        .unwrap();
     let head = a.head("main").await.unwrap();
-    let (ra, rb) = tokio::join!(a.publish(plan_on(&head, "a")), b.publish(plan_on(&head, "b")));
+    let (ra, rb) = tokio::join!(
+        a.publish(plan_on(&head, "a")),
+        b.publish(plan_on(&head, "b"))
+    );
     let (winner, loser, loser_pub) = match (ra, rb) {
         (Ok(w), Err(l)) => (w, l, &b),
         (Err(l), Ok(w)) => (w, l, &a),
         (ra, rb) => panic!("exactly one must win: {ra:?} / {rb:?}"),
     };
     match &loser {
-        Error::Conflict { expected, actual, .. } => {
+        Error::Conflict {
+            expected, actual, ..
+        } => {
             assert_eq!(expected.as_deref(), Some(head.id.as_str()));
-            assert_eq!(actual.as_deref(), Some(winner.id.as_str()), "the conflict names the new head");
+            assert_eq!(
+                actual.as_deref(),
+                Some(winner.id.as_str()),
+                "the conflict names the new head"
+            );
         }
         other => panic!("the loser must get a conflict, got {other}"),
     }
     // The loser re-reads and succeeds on the new head.
     let new_head = loser_pub.head("main").await.unwrap();
     assert_eq!(new_head.id, winner.id);
-    let retried = loser_pub.publish(plan_on(&new_head, "retry")).await.unwrap();
+    let retried = loser_pub
+        .publish(plan_on(&new_head, "retry"))
+        .await
+        .unwrap();
     assert_eq!(retried.parent.as_deref(), Some(winner.id.as_str()));
     let log = a.log("main", 10).await.unwrap();
     let ids: Vec<&str> = log.iter().map(|c| c.id.as_str()).collect();
-    assert_eq!(ids, [retried.id.as_str(), winner.id.as_str(), head.id.as_str()]);
+    assert_eq!(
+        ids,
+        [retried.id.as_str(), winner.id.as_str(), head.id.as_str()]
+    );
 }
 
 #[tokio::test]
@@ -53,12 +74,25 @@ async fn a_stale_expected_head_is_a_conflict_and_publishes_nothing() {
     let head = publisher.head("main").await.unwrap();
     let next = publisher.publish(plan_on(&head, "first")).await.unwrap();
     let version = publisher.manifest_version().await.unwrap();
-    let error = publisher.publish(plan_on(&head, "stale")).await.unwrap_err();
+    let error = publisher
+        .publish(plan_on(&head, "stale"))
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::Conflict { .. }), "{error}");
     assert_eq!(publisher.head("main").await.unwrap().id, next.id);
-    assert_eq!(publisher.manifest_version().await.unwrap(), version, "no manifest version was written");
-    assert!(matches!(publisher.head("nope").await, Err(Error::BranchNotFound { .. })));
-    assert!(matches!(publisher.commit("nope").await, Err(Error::CommitNotFound { .. })));
+    assert_eq!(
+        publisher.manifest_version().await.unwrap(),
+        version,
+        "no manifest version was written"
+    );
+    assert!(matches!(
+        publisher.head("nope").await,
+        Err(Error::BranchNotFound { .. })
+    ));
+    assert!(matches!(
+        publisher.commit("nope").await,
+        Err(Error::CommitNotFound { .. })
+    ));
 }
 
 #[tokio::test]
@@ -71,14 +105,22 @@ async fn snapshot_resolution_pins_exact_table_versions() {
     let second = publisher.publish(plan).await.unwrap();
     assert_eq!(second.tables["nodes/Person.lance"], 7);
     // Tables the plan does not name keep the parent's versions.
-    assert_eq!(second.tables["nodes/Company.lance"], first.tables["nodes/Company.lance"]);
+    assert_eq!(
+        second.tables["nodes/Company.lance"],
+        first.tables["nodes/Company.lance"]
+    );
     assert_eq!(publisher.commit(&first.id).await.unwrap(), first);
     assert_eq!(publisher.commit(&second.id).await.unwrap(), second);
 }
 
 /// Average object-store operations of one publish and of one snapshot resolution (the
 /// head → table versions), over `window` commits.
-async fn measure(publisher: &ManifestCasPublisher, counter: &OpCounter, head: &mut CommitRecord, window: usize) -> (f64, f64) {
+async fn measure(
+    publisher: &ManifestCasPublisher,
+    counter: &OpCounter,
+    head: &mut CommitRecord,
+    window: usize,
+) -> (f64, f64) {
     let (mut publish_ops, mut open_ops) = (0, 0);
     for _ in 0..window {
         let before = counter.snapshot();
@@ -89,7 +131,10 @@ async fn measure(publisher: &ManifestCasPublisher, counter: &OpCounter, head: &m
         publish_ops += published.since(&before).total();
         open_ops += counter.snapshot().since(&published).total();
     }
-    (publish_ops as f64 / window as f64, open_ops as f64 / window as f64)
+    (
+        publish_ops as f64 / window as f64,
+        open_ops as f64 / window as f64,
+    )
 }
 
 #[tokio::test]
@@ -97,8 +142,14 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
     const WINDOW: usize = 16;
     let dir = tempfile::tempdir().unwrap();
     let counter = OpCounter::new();
-    let store = GraphStore::with_counter(&dir.path().join("g").to_string_lossy(), Some(counter.clone())).unwrap();
-    let graph = tributary::Graph::init_with_store(store, tributary_tests::SCHEMA).await.unwrap();
+    let store = GraphStore::with_counter(
+        &dir.path().join("g").to_string_lossy(),
+        Some(counter.clone()),
+    )
+    .unwrap();
+    let graph = tributary::Graph::init_with_store(store, tributary_tests::SCHEMA)
+        .await
+        .unwrap();
     let publisher = graph.publisher();
     let mut head = publisher.head("main").await.unwrap();
     let mut depth = 1;
@@ -117,7 +168,16 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
         "object-store ops per publish: depth 10 = {publish_10:.1}, depth 1000 = {publish_1000:.1}; \
          per snapshot resolution: depth 10 = {open_10:.1}, depth 1000 = {open_1000:.1}"
     );
-    assert!(publish_1000 <= publish_10 + 2.0, "publish cost grew: {publish_10} -> {publish_1000}");
-    assert!(open_1000 <= open_10 + 2.0, "snapshot cost grew: {open_10} -> {open_1000}");
-    assert_eq!(publisher.log("main", 2_000).await.unwrap().len(), depth + WINDOW);
+    assert!(
+        publish_1000 <= publish_10 + 2.0,
+        "publish cost grew: {publish_10} -> {publish_1000}"
+    );
+    assert!(
+        open_1000 <= open_10 + 2.0,
+        "snapshot cost grew: {open_10} -> {open_1000}"
+    );
+    assert_eq!(
+        publisher.log("main", 2_000).await.unwrap().len(),
+        depth + WINDOW
+    );
 }

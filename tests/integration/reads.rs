@@ -3,8 +3,15 @@ use tributary::{At, Direction, ErrorKind, LoadOptions, ReadOptions};
 use tributary_tests::{company, edge, ndjson, person, temp_graph};
 
 fn names(batch: &arrow_array::RecordBatch, column: &str) -> Vec<String> {
-    let array = batch.column_by_name(column).unwrap().as_any().downcast_ref::<StringArray>().unwrap();
-    let mut out: Vec<String> = (0..array.len()).map(|i| array.value(i).to_owned()).collect();
+    let array = batch
+        .column_by_name(column)
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap();
+    let mut out: Vec<String> = (0..array.len())
+        .map(|i| array.value(i).to_owned())
+        .collect();
     out.sort();
     out
 }
@@ -39,51 +46,117 @@ async fn scan_with_filter_projection_and_limit() {
     let batch = graph.read("Person", &options).await.unwrap();
     assert_eq!(names(&batch, "name"), ["alan", "grace"]);
     assert_eq!(batch.num_columns(), 2);
-    let limited = graph.read("Person", &ReadOptions { limit: Some(1), ..Default::default() }).await.unwrap();
+    let limited = graph
+        .read(
+            "Person",
+            &ReadOptions {
+                limit: Some(1),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(limited.num_rows(), 1);
     // Defaults were applied at load.
-    let active = ReadOptions { filter: Some("status = 'active'".into()), ..Default::default() };
+    let active = ReadOptions {
+        filter: Some("status = 'active'".into()),
+        ..Default::default()
+    };
     assert_eq!(graph.read("Person", &active).await.unwrap().num_rows(), 3);
 }
 
 #[tokio::test]
 async fn bad_requests_are_invalid_input() {
     let (_dir, graph) = small_graph().await;
-    let bad_filter = ReadOptions { filter: Some("no_such_column = 1".into()), ..Default::default() };
-    assert_eq!(graph.read("Person", &bad_filter).await.unwrap_err().kind(), ErrorKind::InvalidInput);
-    let bad_select = ReadOptions { select: Some(vec!["nope".into()]), ..Default::default() };
+    let bad_filter = ReadOptions {
+        filter: Some("no_such_column = 1".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        graph.read("Person", &bad_filter).await.unwrap_err().kind(),
+        ErrorKind::InvalidInput
+    );
+    let bad_select = ReadOptions {
+        select: Some(vec!["nope".into()]),
+        ..Default::default()
+    };
     let error = graph.read("Person", &bad_select).await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     assert!(error.to_string().contains("no column `nope`"), "{error}");
-    assert_eq!(graph.read("Nope", &ReadOptions::default()).await.unwrap_err().kind(), ErrorKind::NotFound);
-    let error = graph.read("Person", &ReadOptions { at: At::Commit("feedbeef".into()), ..Default::default() }).await;
+    assert_eq!(
+        graph
+            .read("Nope", &ReadOptions::default())
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::NotFound
+    );
+    let error = graph
+        .read(
+            "Person",
+            &ReadOptions {
+                at: At::Commit("feedbeef".into()),
+                ..Default::default()
+            },
+        )
+        .await;
     assert_eq!(error.unwrap_err().kind(), ErrorKind::NotFound);
 }
 
 #[tokio::test]
 async fn get_by_key_for_nodes_and_edges() {
     let (_dir, graph) = small_graph().await;
-    let ada = graph.get("Person", "ada", &At::default()).await.unwrap().unwrap();
+    let ada = graph
+        .get("Person", "ada", &At::default())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(names(&ada, "name"), ["ada"]);
-    let works = graph.get("WorksAt", "ada->acme", &At::default()).await.unwrap().unwrap();
+    let works = graph
+        .get("WorksAt", "ada->acme", &At::default())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(names(&works, "dst"), ["acme"]);
-    assert!(graph.get("Person", "nobody", &At::default()).await.unwrap().is_none());
+    assert!(graph
+        .get("Person", "nobody", &At::default())
+        .await
+        .unwrap()
+        .is_none());
 }
 
 #[tokio::test]
 async fn neighbours_out_and_in() {
     let (_dir, graph) = small_graph().await;
-    let out = graph.neighbors("Person", "ada", "Knows", Direction::Out, &At::default()).await.unwrap();
+    let out = graph
+        .neighbors("Person", "ada", "Knows", Direction::Out, &At::default())
+        .await
+        .unwrap();
     assert_eq!(names(&out, "id"), ["alan", "grace"]);
-    let into = graph.neighbors("Person", "ada", "Knows", Direction::In, &At::default()).await.unwrap();
+    let into = graph
+        .neighbors("Person", "ada", "Knows", Direction::In, &At::default())
+        .await
+        .unwrap();
     assert_eq!(names(&into, "id"), ["grace"]);
-    let staff = graph.neighbors("Company", "acme", "WorksAt", Direction::In, &At::default()).await.unwrap();
+    let staff = graph
+        .neighbors("Company", "acme", "WorksAt", Direction::In, &At::default())
+        .await
+        .unwrap();
     assert_eq!(names(&staff, "id"), ["ada", "alan"]);
-    let employer = graph.neighbors("Person", "grace", "WorksAt", Direction::Out, &At::default()).await.unwrap();
+    let employer = graph
+        .neighbors("Person", "grace", "WorksAt", Direction::Out, &At::default())
+        .await
+        .unwrap();
     assert_eq!(names(&employer, "id"), ["initech"]);
-    let none = graph.neighbors("Person", "alan", "Knows", Direction::Out, &At::default()).await.unwrap();
+    let none = graph
+        .neighbors("Person", "alan", "Knows", Direction::Out, &At::default())
+        .await
+        .unwrap();
     assert_eq!(none.num_rows(), 0);
     // WorksAt leaves a Person, so it cannot leave a Company.
-    let error = graph.neighbors("Company", "acme", "WorksAt", Direction::Out, &At::default()).await.unwrap_err();
+    let error = graph
+        .neighbors("Company", "acme", "WorksAt", Direction::Out, &At::default())
+        .await
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
 }

@@ -9,11 +9,19 @@ use crate::FAILPOINTS;
 
 /// A load touching three tables, so there is a "between table commits".
 fn three_tables() -> String {
-    ndjson(&[person("ada", 36), company("acme"), edge("WorksAt", "ada", "acme")])
+    ndjson(&[
+        person("ada", 36),
+        company("acme"),
+        edge("WorksAt", "ada", "acme"),
+    ])
 }
 
 async fn rows(graph: &Graph, ty: &str) -> usize {
-    graph.read(ty, &ReadOptions::default()).await.unwrap().num_rows()
+    graph
+        .read(ty, &ReadOptions::default())
+        .await
+        .unwrap()
+        .num_rows()
 }
 
 /// Run a load that stops at `point`, reopen (which recovers), and return the graph after
@@ -24,7 +32,10 @@ async fn crash_at(point: &str) -> (tempfile::TempDir, Graph) {
         let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
         let scenario = fail::FailScenario::setup();
         fail::cfg(point, "return").unwrap();
-        let error = graph.load(&three_tables(), &LoadOptions::default()).await.unwrap_err();
+        let error = graph
+            .load(&three_tables(), &LoadOptions::default())
+            .await
+            .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Internal);
         assert!(error.to_string().contains(point), "{error}");
         scenario.teardown();
@@ -32,10 +43,22 @@ async fn crash_at(point: &str) -> (tempfile::TempDir, Graph) {
     drop(graph);
     let graph = Graph::open(&uri).await.unwrap();
     let again = graph.recover().await.unwrap();
-    assert!(again.is_empty(), "recovery on open left work behind: {again:?}");
-    assert!(graph.store().list("__recovery").await.unwrap().is_empty(), "sidecar left behind");
+    assert!(
+        again.is_empty(),
+        "recovery on open left work behind: {again:?}"
+    );
+    assert!(
+        graph.store().list("__recovery").await.unwrap().is_empty(),
+        "sidecar left behind"
+    );
     // The graph still takes writes on every table afterwards.
-    graph.load(&ndjson(&[person("later", 1), company("later-co")]), &LoadOptions::default()).await.unwrap();
+    graph
+        .load(
+            &ndjson(&[person("later", 1), company("later-co")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
     (dir, graph)
 }
 
@@ -44,8 +67,14 @@ async fn assert_fully_visible_once(graph: &Graph) {
     assert_eq!(rows(graph, "Company").await, 2, "acme + later-co");
     assert_eq!(rows(graph, "WorksAt").await, 1);
     let log = graph.log("main", 10).await.unwrap();
-    let loads = log.iter().filter(|c| c.rows_written.values().sum::<u64>() == 3).count();
-    assert_eq!(loads, 1, "the interrupted load is published exactly once: {log:#?}");
+    let loads = log
+        .iter()
+        .filter(|c| c.rows_written.values().sum::<u64>() == 3)
+        .count();
+    assert_eq!(
+        loads, 1,
+        "the interrupted load is published exactly once: {log:#?}"
+    );
 }
 
 #[tokio::test]
@@ -53,7 +82,11 @@ async fn crash_before_any_table_commit_leaves_nothing() {
     let (_dir, graph) = crash_at("load::before-table-commits").await;
     assert_eq!(rows(&graph, "Person").await, 1, "only the later load");
     assert_eq!(rows(&graph, "WorksAt").await, 0);
-    assert_eq!(graph.log("main", 10).await.unwrap().len(), 2, "init + later load");
+    assert_eq!(
+        graph.log("main", 10).await.unwrap().len(),
+        2,
+        "init + later load"
+    );
 }
 
 #[tokio::test]
@@ -81,12 +114,18 @@ async fn recovery_reports_what_it_did() {
         let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
         let scenario = fail::FailScenario::setup();
         fail::cfg("load::before-publish", "return").unwrap();
-        graph.load(&three_tables(), &LoadOptions::default()).await.unwrap_err();
+        graph
+            .load(&three_tables(), &LoadOptions::default())
+            .await
+            .unwrap_err();
         scenario.teardown();
     }
     // Recovery of the same process's graph handle, without reopening.
     let report = graph.recover().await.unwrap();
-    assert!(matches!(report.as_slice(), [Recovered::RolledForward { .. }]), "{report:?}");
+    assert!(
+        matches!(report.as_slice(), [Recovered::RolledForward { .. }]),
+        "{report:?}"
+    );
     assert_eq!(rows(&graph, "WorksAt").await, 1);
     drop(graph);
     let graph = Graph::open(&uri).await.unwrap();

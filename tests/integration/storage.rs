@@ -9,7 +9,10 @@ fn the_local_store_fsyncs_files_and_directories() {
     let store = GraphStoreWrapper::local(None).store();
     assert!(format!("{store:?}").contains("fsync: true"), "{store:?}");
     let counted = GraphStoreWrapper::local(Some(OpCounter::new())).store();
-    assert!(format!("{counted:?}").contains("fsync: true"), "{counted:?}");
+    assert!(
+        format!("{counted:?}").contains("fsync: true"),
+        "{counted:?}"
+    );
 }
 
 #[tokio::test]
@@ -18,17 +21,42 @@ async fn every_write_of_a_load_goes_through_the_graph_store() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = tributary::Graph::init_with_store(store, SCHEMA).await.unwrap();
+    let graph = tributary::Graph::init_with_store(store, SCHEMA)
+        .await
+        .unwrap();
     let before = counter.snapshot();
-    graph.load(&ndjson(&[person("ada", 36)]), &LoadOptions::default()).await.unwrap();
+    graph
+        .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
+        .await
+        .unwrap();
     let load = counter.snapshot().since(&before);
     let writes = |class| {
-        load.0.iter().filter(|((k, c), _)| *c == class && matches!(k, OpKind::Put | OpKind::PutMultipart | OpKind::Copy | OpKind::Rename)).map(|(_, n)| n).sum::<u64>()
+        load.0
+            .iter()
+            .filter(|((k, c), _)| {
+                *c == class
+                    && matches!(
+                        k,
+                        OpKind::Put | OpKind::PutMultipart | OpKind::Copy | OpKind::Rename
+                    )
+            })
+            .map(|(_, n)| n)
+            .sum::<u64>()
     };
-    assert!(writes(PathClass::Data) >= 1, "data file not written through the store: {load}");
-    assert!(writes(PathClass::Manifest) >= 2, "table + __manifest versions: {load}");
+    assert!(
+        writes(PathClass::Data) >= 1,
+        "data file not written through the store: {load}"
+    );
+    assert!(
+        writes(PathClass::Manifest) >= 2,
+        "table + __manifest versions: {load}"
+    );
     assert_eq!(writes(PathClass::Recovery), 1, "one sidecar: {load}");
-    assert_eq!(load.of_kind(OpKind::Delete), 1, "the sidecar is deleted: {load}");
+    assert_eq!(
+        load.of_kind(OpKind::Delete),
+        1,
+        "the sidecar is deleted: {load}"
+    );
 }
 
 #[tokio::test]
@@ -37,20 +65,37 @@ async fn reopened_and_checked_out_datasets_keep_the_store() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = tributary::Graph::init_with_store(store.clone(), SCHEMA).await.unwrap();
-    graph.load(&ndjson(&[person("ada", 36)]), &LoadOptions::default()).await.unwrap();
-    graph.load(&ndjson(&[person("bob", 36)]), &LoadOptions::default()).await.unwrap();
+    let graph = tributary::Graph::init_with_store(store.clone(), SCHEMA)
+        .await
+        .unwrap();
+    graph
+        .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    graph
+        .load(&ndjson(&[person("bob", 36)]), &LoadOptions::default())
+        .await
+        .unwrap();
 
     // A second store on the same root (a fresh process) with its own counter.
     let fresh = OpCounter::new();
     let other = GraphStore::with_counter(&uri, Some(fresh.clone())).unwrap();
-    let dataset = other.open_dataset("nodes/Person.lance", None).await.unwrap();
+    let dataset = other
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
     let opened = fresh.snapshot().total();
     assert!(opened > 0, "open did not use the wrapped store");
     let old = dataset.checkout_version(2).await.unwrap();
     assert_eq!(old.count_rows(None).await.unwrap(), 1);
     let rows = old.scan().try_into_batch().await.unwrap();
     assert_eq!(rows.num_rows(), 1);
-    assert!(fresh.snapshot().total() > opened, "checkout_version dropped the wrapper");
-    assert!(fresh.snapshot().of_class(PathClass::Data) >= 1, "data reads bypassed the wrapper");
+    assert!(
+        fresh.snapshot().total() > opened,
+        "checkout_version dropped the wrapper"
+    );
+    assert!(
+        fresh.snapshot().of_class(PathClass::Data) >= 1,
+        "data reads bypassed the wrapper"
+    );
 }

@@ -8,15 +8,29 @@ const PEOPLE: usize = 2_000;
 const COMPANIES: usize = 100;
 const KNOWS_PER_PERSON: usize = 2;
 
-const FIRST: &[&str] = &["ada", "alan", "grace", "edsger", "barbara", "donald", "margaret", "ken", "dennis", "frances"];
-const TOPICS: &[&str] = &["compilers", "databases", "storage engines", "type systems", "networks", "graphics", "operating systems", "formal methods"];
+const FIRST: &[&str] = &[
+    "ada", "alan", "grace", "edsger", "barbara", "donald", "margaret", "ken", "dennis", "frances",
+];
+const TOPICS: &[&str] = &[
+    "compilers",
+    "databases",
+    "storage engines",
+    "type systems",
+    "networks",
+    "graphics",
+    "operating systems",
+    "formal methods",
+];
 
 /// A small linear congruential generator: reproducible without a dependency.
 struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self, bound: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % bound as u64) as usize
     }
 }
@@ -25,12 +39,20 @@ pub fn write(dir: &Path) -> Result<(), String> {
     let mut rng = Lcg(42);
     let mut data = String::new();
     for c in 0..COMPANIES {
-        writeln!(data, r#"{{"type":"Company","data":{{"name":"company-{c:03}"}}}}"#).expect("write to string");
+        writeln!(
+            data,
+            r#"{{"type":"Company","data":{{"name":"company-{c:03}"}}}}"#
+        )
+        .expect("write to string");
     }
     for p in 0..PEOPLE {
         let first = FIRST[rng.next(FIRST.len())];
         let age = 18 + rng.next(70);
-        let status = if rng.next(10) < 8 { "active" } else { "inactive" };
+        let status = if rng.next(10) < 8 {
+            "active"
+        } else {
+            "inactive"
+        };
         let topic = TOPICS[rng.next(TOPICS.len())];
         writeln!(
             data,
@@ -53,9 +75,14 @@ pub fn write(dir: &Path) -> Result<(), String> {
         for _ in 0..KNOWS_PER_PERSON {
             let other = rng.next(PEOPLE);
             if other != p {
-                writeln!(data, r#"{{"edge":"Knows","from":"person-{p:04}","to":"person-{other:04}"}}"#).expect("write to string");
+                writeln!(
+                    data,
+                    r#"{{"edge":"Knows","from":"person-{p:04}","to":"person-{other:04}"}}"#
+                )
+                .expect("write to string");
             }
         }
     }
-    std::fs::write(dir.join("data.ndjson"), data).map_err(|e| format!("cannot write data.ndjson: {e}"))
+    std::fs::write(dir.join("data.ndjson"), data)
+        .map_err(|e| format!("cannot write data.ndjson: {e}"))
 }

@@ -40,11 +40,15 @@ fn main() -> ExitCode {
 type Result<T = ()> = std::result::Result<T, String>;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 fn cargo() -> Result<Command> {
-    let protoc = protoc_bin_vendored::protoc_bin_path().map_err(|e| format!("no vendored protoc: {e}"))?;
+    let protoc =
+        protoc_bin_vendored::protoc_bin_path().map_err(|e| format!("no vendored protoc: {e}"))?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(root()).env("PROTOC", protoc);
     Ok(command)
@@ -52,7 +56,9 @@ fn cargo() -> Result<Command> {
 
 fn run(mut command: Command) -> Result {
     eprintln!("xtask: running {command:?}");
-    let status = command.status().map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
@@ -68,37 +74,84 @@ fn cargo_with(args: &[&str]) -> Result<Command> {
 
 fn test(extra: &[String]) -> Result {
     run(cargo_with(&["fmt", "--all", "--check"])?)?;
-    run(cargo_with(&["clippy", "--workspace", "--all-targets", "--features", "tributary/failpoints", "--", "-D", "warnings"])?)?;
-    let nextest = Command::new("cargo-nextest").arg("--version").output().is_ok_and(|o| o.status.success());
+    run(cargo_with(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--features",
+        "tributary/failpoints",
+        "--",
+        "-D",
+        "warnings",
+    ])?)?;
+    let nextest = Command::new("cargo-nextest")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     let mut command = if nextest {
-        cargo_with(&["nextest", "run", "--workspace", "--features", "tributary/failpoints", "--no-fail-fast"])?
+        cargo_with(&[
+            "nextest",
+            "run",
+            "--workspace",
+            "--features",
+            "tributary/failpoints",
+            "--no-fail-fast",
+        ])?
     } else {
-        cargo_with(&["test", "--workspace", "--features", "tributary/failpoints", "--no-fail-fast"])?
+        cargo_with(&[
+            "test",
+            "--workspace",
+            "--features",
+            "tributary/failpoints",
+            "--no-fail-fast",
+        ])?
     };
     command.args(extra);
     run(command)?;
     // nextest does not run doctests.
     if nextest {
-        run(cargo_with(&["test", "--workspace", "--doc", "--features", "tributary/failpoints"])?)?;
+        run(cargo_with(&[
+            "test",
+            "--workspace",
+            "--doc",
+            "--features",
+            "tributary/failpoints",
+        ])?)?;
     }
     Ok(())
 }
 
 fn bench(extra: &[String]) -> Result {
-    let mut scenarios = cargo_with(&["bench", "-p", "tributary-tests", "--bench", "scenarios", "--"])?;
+    let mut scenarios = cargo_with(&[
+        "bench",
+        "-p",
+        "tributary-tests",
+        "--bench",
+        "scenarios",
+        "--",
+    ])?;
     scenarios.args(extra);
     run(scenarios)?;
-    run(cargo_with(&["bench", "-p", "ingest-core", "--bench", "decode"])?)
+    run(cargo_with(&[
+        "bench",
+        "-p",
+        "ingest-core",
+        "--bench",
+        "decode",
+    ])?)
 }
 
 fn demo() -> Result {
     run(cargo_with(&["build", "-p", "tributary-cli"])?)?;
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| root().join("target"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target"));
     let bin = target.join("debug").join("tributary");
     let examples = root().join("examples");
     let graph = target.join("demo-graph");
     if graph.exists() {
-        std::fs::remove_dir_all(&graph).map_err(|e| format!("cannot remove old demo graph: {e}"))?;
+        std::fs::remove_dir_all(&graph)
+            .map_err(|e| format!("cannot remove old demo graph: {e}"))?;
     }
     let graph = graph.to_string_lossy().into_owned();
     let schema = examples.join("schema.tg").to_string_lossy().into_owned();
@@ -107,21 +160,79 @@ fn demo() -> Result {
         println!("\n$ tributary {}   # {what}", args.join(" "));
         let mut command = Command::new(&bin);
         command.args(args).args(["--format", "table"]);
-        let status = command.status().map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+        let status = command
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
         if status.success() {
             Ok(())
         } else {
-            Err(format!("`tributary {}` failed with {status}", args.join(" ")))
+            Err(format!(
+                "`tributary {}` failed with {status}",
+                args.join(" ")
+            ))
         }
     };
-    step("create a graph from the example schema", &["init", &graph, "--schema", &schema])?;
-    step("load the example data set as one commit", &["load", &graph, &data])?;
-    step("read with a filter, a projection and a limit", &["read", &graph, "Person", "--filter", "age > 60", "--select", "name,age,status", "--limit", "5"])?;
-    step("get one node by key", &["get", &graph, "Company", "company-007"])?;
-    step("who works at company-007 (edges into it)", &["neighbors", &graph, "Company", "company-007", "--edge", "WorksAt", "--in"])?;
-    step("who person-0001 knows", &["neighbors", &graph, "Person", "person-0001", "--edge", "Knows"])?;
-    step("upsert one row: a second, visible commit", &["load", &graph, &examples.join("update.ndjson").to_string_lossy()])?;
+    step(
+        "create a graph from the example schema",
+        &["init", &graph, "--schema", &schema],
+    )?;
+    step(
+        "load the example data set as one commit",
+        &["load", &graph, &data],
+    )?;
+    step(
+        "read with a filter, a projection and a limit",
+        &[
+            "read",
+            &graph,
+            "Person",
+            "--filter",
+            "age > 60",
+            "--select",
+            "name,age,status",
+            "--limit",
+            "5",
+        ],
+    )?;
+    step(
+        "get one node by key",
+        &["get", &graph, "Company", "company-007"],
+    )?;
+    step(
+        "who works at company-007 (edges into it)",
+        &[
+            "neighbors",
+            &graph,
+            "Company",
+            "company-007",
+            "--edge",
+            "WorksAt",
+            "--in",
+        ],
+    )?;
+    step(
+        "who person-0001 knows",
+        &[
+            "neighbors",
+            &graph,
+            "Person",
+            "person-0001",
+            "--edge",
+            "Knows",
+        ],
+    )?;
+    step(
+        "upsert one row: a second, visible commit",
+        &[
+            "load",
+            &graph,
+            &examples.join("update.ndjson").to_string_lossy(),
+        ],
+    )?;
     step("the commit log", &["log", &graph])?;
-    println!("\nThe demo graph is in {graph}; try `{} --help`.", bin.display());
+    println!(
+        "\nThe demo graph is in {graph}; try `{} --help`.",
+        bin.display()
+    );
     Ok(())
 }

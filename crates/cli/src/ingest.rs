@@ -33,7 +33,8 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
     let graph = Graph::open(&args.graph).await?;
     let ingestor = graph.ingest(&args.branch)?;
     let mut lines = spawn_reader(&args.file)?;
-    let progress = std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
+    let progress =
+        std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
     let started = Instant::now();
     let mut totals = Totals::default();
     let mut last_progress = Instant::now();
@@ -61,7 +62,10 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         report(out, format, &mut totals, &ack)?;
         if progress && last_progress.elapsed() > Duration::from_millis(200) {
             let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            eprint!("\r{} rows acked, {:.0} rows/s, {} rejected   ", totals.acked, rate, totals.rejected);
+            eprint!(
+                "\r{} rows acked, {:.0} rows/s, {} rejected   ",
+                totals.acked, rate, totals.rejected
+            );
             last_progress = Instant::now();
         }
     }
@@ -79,7 +83,10 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         "seconds": seconds,
         "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
     });
-    let io = |e: std::io::Error| Failure { message: e.to_string(), code: 74 };
+    let io = |e: std::io::Error| Failure {
+        message: e.to_string(),
+        code: 74,
+    };
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
@@ -93,19 +100,34 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         .map_err(io)?,
     }
     match stopped_at {
-        Some(bad) => Err(Failure { message: format!("--strict: stopped at {bad}"), code: 65 }),
+        Some(bad) => Err(Failure {
+            message: format!("--strict: stopped at {bad}"),
+            code: 65,
+        }),
         None => Ok(()),
     }
 }
 
-fn report(out: &mut dyn Write, format: Format, totals: &mut Totals, ack: &IngestAck) -> Result<(), Failure> {
+fn report(
+    out: &mut dyn Write,
+    format: Format,
+    totals: &mut Totals,
+    ack: &IngestAck,
+) -> Result<(), Failure> {
     totals.acked += ack.durable_rows;
     totals.rejected += ack.rejected.len() as u64;
     totals.through_line = ack.through_line;
-    let io = |e: std::io::Error| Failure { message: e.to_string(), code: 74 };
+    let io = |e: std::io::Error| Failure {
+        message: e.to_string(),
+        code: 74,
+    };
     match format {
         Format::Json | Format::Ndjson => {
-            let rejected: Vec<_> = ack.rejected.iter().map(|r| json!({ "line": r.line, "error": r.to_string() })).collect();
+            let rejected: Vec<_> = ack
+                .rejected
+                .iter()
+                .map(|r| json!({ "line": r.line, "error": r.to_string() }))
+                .collect();
             let record = json!({
                 "acked": totals.acked,
                 "through_line": ack.through_line,
@@ -129,7 +151,10 @@ fn spawn_reader(file: &str) -> Result<tokio::sync::mpsc::Receiver<String>, Failu
     let reader: Box<dyn BufRead + Send> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
-        let opened = std::fs::File::open(file).map_err(|e| Failure { message: format!("cannot read {file}: {e}"), code: 65 })?;
+        let opened = std::fs::File::open(file).map_err(|e| Failure {
+            message: format!("cannot read {file}: {e}"),
+            code: 65,
+        })?;
         Box::new(std::io::BufReader::new(opened))
     };
     let (sender, receiver) = tokio::sync::mpsc::channel(64 * 1024);
@@ -145,7 +170,10 @@ fn spawn_reader(file: &str) -> Result<tokio::sync::mpsc::Receiver<String>, Failu
 }
 
 /// Wait for one line, then take whatever else has already arrived, up to `max`.
-async fn next_batch(lines: &mut tokio::sync::mpsc::Receiver<String>, max: usize) -> Option<Vec<String>> {
+async fn next_batch(
+    lines: &mut tokio::sync::mpsc::Receiver<String>,
+    max: usize,
+) -> Option<Vec<String>> {
     let mut batch = vec![lines.recv().await?];
     while batch.len() < max {
         match lines.try_recv() {

@@ -12,7 +12,8 @@ use tributary::{At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOpti
 
 use output::Format;
 
-const EXIT_HELP: &str = "Exit status: 0 success; 2 usage error; 65 invalid input (the message names \
+const EXIT_HELP: &str =
+    "Exit status: 0 success; 2 usage error; 65 invalid input (the message names \
 the line and field); 66 not found; 75 conflict or unavailable (retry); 70 internal error.";
 
 /// A graph store on Lance tables.
@@ -187,7 +188,10 @@ impl From<tributary::Error> for Failure {
             ErrorKind::Conflict | ErrorKind::Unavailable | ErrorKind::Fenced => 75,
             ErrorKind::Internal => 70,
         };
-        Failure { message: error.to_string(), code }
+        Failure {
+            message: error.to_string(),
+            code,
+        }
     }
 }
 
@@ -197,7 +201,10 @@ fn input_failure(message: String) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -222,8 +229,9 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
     };
     match command {
         Command::Init { graph, schema } => {
-            let source = std::fs::read_to_string(&schema)
-                .map_err(|e| input_failure(format!("cannot read schema {}: {e}", schema.display())))?;
+            let source = std::fs::read_to_string(&schema).map_err(|e| {
+                input_failure(format!("cannot read schema {}: {e}", schema.display()))
+            })?;
             let opened = Graph::init(&graph, &source).await?;
             let types = opened.catalog().types.len();
             let head = opened.snapshot(&At::default()).await?;
@@ -234,40 +242,91 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             ];
             emit(&mut out, &output::pairs_batch(("field", "value"), &rows))
         }
-        Command::Load { graph, file, mode, branch } => {
+        Command::Load {
+            graph,
+            file,
+            mode,
+            branch,
+        } => {
             let text = read_input(&file)?;
             let opened = Graph::open(&graph).await?;
             let mode = match mode {
                 ModeArg::Upsert => LoadMode::Upsert,
                 ModeArg::Insert => LoadMode::Insert,
             };
-            let options = LoadOptions { branch, mode, ..Default::default() };
+            let options = LoadOptions {
+                branch,
+                mode,
+                ..Default::default()
+            };
             let outcome = opened.load(&text, &options).await?;
-            let mut rows: Vec<(String, String)> =
-                outcome.rows.iter().map(|(ty, n)| (ty.clone(), n.to_string())).collect();
+            let mut rows: Vec<(String, String)> = outcome
+                .rows
+                .iter()
+                .map(|(ty, n)| (ty.clone(), n.to_string()))
+                .collect();
             rows.push(("commit".to_owned(), outcome.commit.id));
             emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
         }
-        Command::Read { graph, r#type, filter, select, limit, fresh, at } => {
+        Command::Read {
+            graph,
+            r#type,
+            filter,
+            select,
+            limit,
+            fresh,
+            at,
+        } => {
             let opened = Graph::open(&graph).await?;
-            let options = ReadOptions { at: at.at(), filter, select, limit, fresh };
+            let options = ReadOptions {
+                at: at.at(),
+                filter,
+                select,
+                limit,
+                fresh,
+            };
             let batch = opened.read(&r#type, &options).await?;
             emit(&mut out, &batch)
         }
-        Command::Get { graph, r#type, key, at } => {
+        Command::Get {
+            graph,
+            r#type,
+            key,
+            at,
+        } => {
             let opened = Graph::open(&graph).await?;
             match opened.get(&r#type, &key, &at.at()).await? {
                 Some(batch) => emit(&mut out, &batch),
-                None => Err(Failure { message: format!("{type} `{key}` not found", type = r#type), code: 66 }),
+                None => Err(Failure {
+                    message: format!("{type} `{key}` not found", type = r#type),
+                    code: 66,
+                }),
             }
         }
-        Command::Neighbors { graph, r#type, key, edge, incoming, at } => {
+        Command::Neighbors {
+            graph,
+            r#type,
+            key,
+            edge,
+            incoming,
+            at,
+        } => {
             let opened = Graph::open(&graph).await?;
-            let direction = if incoming { Direction::In } else { Direction::Out };
-            let batch = opened.neighbors(&r#type, &key, &edge, direction, &at.at()).await?;
+            let direction = if incoming {
+                Direction::In
+            } else {
+                Direction::Out
+            };
+            let batch = opened
+                .neighbors(&r#type, &key, &edge, direction, &at.at())
+                .await?;
             emit(&mut out, &batch)
         }
-        Command::Log { graph, branch, limit } => {
+        Command::Log {
+            graph,
+            branch,
+            limit,
+        } => {
             let opened = Graph::open(&graph).await?;
             let commits = opened.log(&branch, limit).await?;
             emit(&mut out, &output::commits_batch(&commits))
@@ -288,16 +347,24 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                 };
                 ingest::run(run, format, &mut out).await
             }
-            (None, None) => Err(Failure { message: "ingest needs a GRAPH".into(), code: 2 }),
+            (None, None) => Err(Failure {
+                message: "ingest needs a GRAPH".into(),
+                code: 2,
+            }),
         },
         Command::Schema { graph } => {
             let opened = Graph::open(&graph).await?;
             let source = opened.schema_source();
             let result = match format {
                 Format::Table | Format::Csv => write!(out, "{source}"),
-                Format::Json | Format::Ndjson => writeln!(out, "{}", serde_json::json!({ "schema": source })),
+                Format::Json | Format::Ndjson => {
+                    writeln!(out, "{}", serde_json::json!({ "schema": source }))
+                }
             };
-            result.map_err(|e| Failure { message: e.to_string(), code: 70 })
+            result.map_err(|e| Failure {
+                message: e.to_string(),
+                code: 70,
+            })
         }
     }
 }

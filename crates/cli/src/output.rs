@@ -3,7 +3,9 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use clap::ValueEnum;
@@ -24,7 +26,11 @@ pub enum Format {
 impl Format {
     pub fn resolve(explicit: Option<Format>) -> Format {
         use std::io::IsTerminal;
-        explicit.unwrap_or(if std::io::stdout().is_terminal() { Format::Table } else { Format::Ndjson })
+        explicit.unwrap_or(if std::io::stdout().is_terminal() {
+            Format::Table
+        } else {
+            Format::Ndjson
+        })
     }
 }
 
@@ -32,7 +38,8 @@ pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> 
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match format {
         Format::Table => {
-            let shown = arrow_cast::pretty::pretty_format_batches(std::slice::from_ref(batch)).map_err(|e| err(&e))?;
+            let shown = arrow_cast::pretty::pretty_format_batches(std::slice::from_ref(batch))
+                .map_err(|e| err(&e))?;
             writeln!(out, "{shown}").map_err(|e| err(&e))?;
             let n = batch.num_rows();
             writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(|e| err(&e))
@@ -54,7 +61,12 @@ pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> 
 
 /// CSV by each value's display form, so nested columns (lists, vectors) render too.
 fn write_csv(out: &mut dyn Write, batch: &RecordBatch) -> std::io::Result<()> {
-    let header: Vec<String> = batch.schema().fields().iter().map(|f| csv_field(f.name())).collect();
+    let header: Vec<String> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| csv_field(f.name()))
+        .collect();
     writeln!(out, "{}", header.join(","))?;
     let options = FormatOptions::default();
     let formatters: Vec<ArrayFormatter> = batch
@@ -68,7 +80,13 @@ fn write_csv(out: &mut dyn Write, batch: &RecordBatch) -> std::io::Result<()> {
             .columns()
             .iter()
             .zip(&formatters)
-            .map(|(column, f)| if column.is_null(row) { String::new() } else { csv_field(&f.value(row).to_string()) })
+            .map(|(column, f)| {
+                if column.is_null(row) {
+                    String::new()
+                } else {
+                    csv_field(&f.value(row).to_string())
+                }
+            })
             .collect();
         writeln!(out, "{}", cells.join(","))?;
     }
@@ -89,25 +107,41 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
         Arc::new(StringArray::from_iter_values(commits.iter().map(f)))
     };
     let joined = |map: &std::collections::BTreeMap<String, u64>| {
-        map.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+        map.iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     };
     let schema = Schema::new(vec![
         Field::new("commit", DataType::Utf8, false),
         Field::new("parent", DataType::Utf8, true),
         Field::new("kind", DataType::Utf8, false),
         Field::new("actor", DataType::Utf8, false),
-        Field::new("time", DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new(
+            "time",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
         Field::new("rows", DataType::Int64, false),
         Field::new("rows_written", DataType::Utf8, false),
         Field::new("tables", DataType::Utf8, false),
     ]);
     let columns: Vec<ArrayRef> = vec![
         strings(&|c| c.id.clone()),
-        Arc::new(StringArray::from(commits.iter().map(|c| c.parent.clone()).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(
+            commits.iter().map(|c| c.parent.clone()).collect::<Vec<_>>(),
+        )),
         strings(&|c| c.kind.to_string()),
         strings(&|c| c.actor.clone()),
-        Arc::new(TimestampMicrosecondArray::from_iter_values(commits.iter().map(|c| c.time_micros)).with_timezone("UTC")),
-        Arc::new(Int64Array::from_iter_values(commits.iter().map(|c| c.rows_written.values().sum::<u64>() as i64))),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(commits.iter().map(|c| c.time_micros))
+                .with_timezone("UTC"),
+        ),
+        Arc::new(Int64Array::from_iter_values(
+            commits
+                .iter()
+                .map(|c| c.rows_written.values().sum::<u64>() as i64),
+        )),
         strings(&|c| joined(&c.rows_written)),
         strings(&|c| joined(&c.tables)),
     ];
@@ -116,10 +150,14 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
 
 /// A two-column batch of `(name, value)` pairs, for summaries.
 pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatch {
-    let schema = Schema::new(vec![Field::new(names.0, DataType::Utf8, false), Field::new(names.1, DataType::Utf8, false)]);
+    let schema = Schema::new(vec![
+        Field::new(names.0, DataType::Utf8, false),
+        Field::new(names.1, DataType::Utf8, false),
+    ]);
     let keys = StringArray::from_iter_values(rows.iter().map(|r| r.0.as_str()));
     let values = StringArray::from_iter_values(rows.iter().map(|r| r.1.as_str()));
-    RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(values)]).expect("two string columns")
+    RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(values)])
+        .expect("two string columns")
 }
 
 /// `ingest status` as a batch: one row per shard of each enrolled table.
@@ -130,11 +168,23 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
             rows.push((table, shard));
         }
     }
-    let strings = |f: &dyn Fn(&tributary::TableIngestStatus, &tributary::ShardIngestStatus) -> String| -> ArrayRef {
-        Arc::new(StringArray::from_iter_values(rows.iter().map(|(t, s)| f(t, s))))
+    let strings = |f: &dyn Fn(
+        &tributary::TableIngestStatus,
+        &tributary::ShardIngestStatus,
+    ) -> String|
+     -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|(t, s)| f(t, s)),
+        ))
     };
-    let numbers = |f: &dyn Fn(&tributary::TableIngestStatus, &tributary::ShardIngestStatus) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(|(t, s)| f(t, s))))
+    let numbers = |f: &dyn Fn(
+        &tributary::TableIngestStatus,
+        &tributary::ShardIngestStatus,
+    ) -> i64|
+     -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(
+            rows.iter().map(|(t, s)| f(t, s)),
+        ))
     };
     let schema = Schema::new(vec![
         Field::new("type", DataType::Utf8, false),
@@ -152,13 +202,31 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         strings(&|t, _| t.type_name.clone()),
         strings(&|_, s| s.shard.clone()),
         numbers(&|_, s| s.writer_epoch as i64),
-        strings(&|_, s| s.pending_generations.iter().map(u64::to_string).collect::<Vec<_>>().join(" ")),
+        strings(&|_, s| {
+            s.pending_generations
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
         numbers(&|t, _| t.pending_rows as i64),
         numbers(&|t, _| t.pending_bytes as i64),
         numbers(&|t, _| t.unflushed_rows as i64),
-        Arc::new(arrow_array::Float64Array::from(rows.iter().map(|(t, _)| t.oldest_pending_age.map(|d| d.as_secs_f64())).collect::<Vec<_>>())),
-        Arc::new(Int64Array::from(rows.iter().map(|(_, s)| s.folded_through.map(|g| g as i64)).collect::<Vec<_>>())),
-        Arc::new(StringArray::from(rows.iter().map(|_| status.last_fold.clone()).collect::<Vec<_>>())),
+        Arc::new(arrow_array::Float64Array::from(
+            rows.iter()
+                .map(|(t, _)| t.oldest_pending_age.map(|d| d.as_secs_f64()))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter()
+                .map(|(_, s)| s.folded_through.map(|g| g as i64))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|_| status.last_fold.clone())
+                .collect::<Vec<_>>(),
+        )),
     ];
     RecordBatch::try_new(Arc::new(schema), columns).expect("status columns match their schema")
 }

@@ -17,7 +17,11 @@ fn run(args: &[&str]) -> Output {
 
 fn ok(args: &[&str]) -> String {
     let output = run(args);
-    assert!(output.status.success(), "tributary {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "tributary {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
@@ -27,7 +31,11 @@ fn example_graph() -> (tempfile::TempDir, String) {
     let graph = dir.path().join("g").to_string_lossy().into_owned();
     let schema = examples().join("schema.tg");
     ok(&["init", &graph, "--schema", &schema.to_string_lossy()]);
-    ok(&["load", &graph, &examples().join("data.ndjson").to_string_lossy()]);
+    ok(&[
+        "load",
+        &graph,
+        &examples().join("data.ndjson").to_string_lossy(),
+    ]);
     (dir, graph)
 }
 
@@ -37,33 +45,70 @@ fn every_command_has_help() {
     for command in ["init", "load", "read", "get", "neighbors", "log", "schema"] {
         assert!(top.contains(command), "top-level help misses {command}");
         let help = ok(&[command, "--help"]);
-        assert!(help.contains("--format"), "{command} --help lacks --format:\n{help}");
-        assert!(help.contains("Usage: tributary"), "{command} --help:\n{help}");
+        assert!(
+            help.contains("--format"),
+            "{command} --help lacks --format:\n{help}"
+        );
+        assert!(
+            help.contains("Usage: tributary"),
+            "{command} --help:\n{help}"
+        );
     }
 }
 
 #[test]
 fn load_then_read_in_every_format() {
     let (_dir, graph) = example_graph();
-    let lines = ok(&["read", &graph, "Person", "--filter", "age > 80", "--select", "name,age", "--format", "ndjson"]);
+    let lines = ok(&[
+        "read", &graph, "Person", "--filter", "age > 80", "--select", "name,age", "--format",
+        "ndjson",
+    ]);
     assert!(!lines.is_empty());
     for line in lines.lines() {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(row["age"].as_i64().unwrap() > 80);
         assert_eq!(row.as_object().unwrap().len(), 2, "projection: {line}");
     }
-    let json = ok(&["read", &graph, "Company", "--limit", "3", "--format", "json"]);
+    let json = ok(&[
+        "read", &graph, "Company", "--limit", "3", "--format", "json",
+    ]);
     let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(rows.as_array().unwrap().len(), 3);
-    let csv = ok(&["read", &graph, "Person", "--select", "name,email", "--limit", "2", "--format", "csv"]);
+    let csv = ok(&[
+        "read",
+        &graph,
+        "Person",
+        "--select",
+        "name,email",
+        "--limit",
+        "2",
+        "--format",
+        "csv",
+    ]);
     assert_eq!(csv.lines().next(), Some("name,email"));
     assert_eq!(csv.lines().count(), 3);
     let table = ok(&["get", &graph, "Person", "person-0001", "--format", "table"]);
-    assert!(table.contains("person-0001") && table.contains("1 row"), "{table}");
-    let staff = ok(&["neighbors", &graph, "Company", "company-007", "--edge", "WorksAt", "--in", "--format", "ndjson"]);
+    assert!(
+        table.contains("person-0001") && table.contains("1 row"),
+        "{table}"
+    );
+    let staff = ok(&[
+        "neighbors",
+        &graph,
+        "Company",
+        "company-007",
+        "--edge",
+        "WorksAt",
+        "--in",
+        "--format",
+        "ndjson",
+    ]);
     assert!(staff.lines().count() >= 1);
     let log = ok(&["log", &graph, "--format", "ndjson"]);
-    let commits: Vec<serde_json::Value> = log.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let commits: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(commits.len(), 2);
     assert_eq!(commits[0]["kind"], "load");
     let schema = ok(&["schema", &graph]);
@@ -80,7 +125,12 @@ fn load_reads_standard_input() {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(br#"{"type":"Company","data":{"name":"stdin-co"}}"#).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"type":"Company","data":{"name":"stdin-co"}}"#)
+        .unwrap();
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success());
     ok(&["get", &graph, "Company", "stdin-co"]);
@@ -94,9 +144,16 @@ fn data_errors_name_the_line_and_exit_65() {
     let output = run(&["load", &graph, &bad.to_string_lossy()]);
     assert_eq!(output.status.code(), Some(65));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("line 2") && stderr.contains("age"), "{stderr}");
+    assert!(
+        stderr.contains("line 2") && stderr.contains("age"),
+        "{stderr}"
+    );
     let missing = run(&["get", &graph, "Company", "fine"]);
-    assert_eq!(missing.status.code(), Some(66), "the rejected load wrote nothing");
+    assert_eq!(
+        missing.status.code(),
+        Some(66),
+        "the rejected load wrote nothing"
+    );
 }
 
 #[test]
@@ -115,7 +172,9 @@ fn a_committed_load_is_synced() {
     let (dir, graph) = example_graph();
     let probe = Command::new("strace").arg("-V").output();
     if !probe.is_ok_and(|o| o.status.success()) {
-        eprintln!("strace is not installed: the fsync flag is asserted by the storage tests instead");
+        eprintln!(
+            "strace is not installed: the fsync flag is asserted by the storage tests instead"
+        );
         return;
     }
     let trace = dir.path().join("trace");
@@ -123,19 +182,35 @@ fn a_committed_load_is_synced() {
         .args(["-f", "-y", "-e", "trace=fsync,fdatasync", "-o"])
         .arg(&trace)
         .arg(env!("CARGO_BIN_EXE_tributary"))
-        .args(["load", &graph, &examples().join("update.ndjson").to_string_lossy()])
+        .args([
+            "load",
+            &graph,
+            &examples().join("update.ndjson").to_string_lossy(),
+        ])
         .stdout(Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());
     let text = std::fs::read_to_string(&trace).unwrap();
-    let synced: Vec<&str> = text.lines().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).collect();
+    let synced: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("fsync(") || l.contains("fdatasync("))
+        .collect();
     // With `-y` each call names its file: the table's data file and version, the sidecar
     // and the manifest's new version must all be synced.
     let any = |needle: &[&str]| synced.iter().any(|l| needle.iter().all(|n| l.contains(n)));
-    assert!(any(&["nodes/Person.lance/data"]), "data file not synced:\n{text}");
-    assert!(any(&["nodes/Person.lance/_versions"]), "table version not synced:\n{text}");
-    assert!(any(&["__manifest.lance/_versions"]), "manifest version not synced:\n{text}");
+    assert!(
+        any(&["nodes/Person.lance/data"]),
+        "data file not synced:\n{text}"
+    );
+    assert!(
+        any(&["nodes/Person.lance/_versions"]),
+        "table version not synced:\n{text}"
+    );
+    assert!(
+        any(&["__manifest.lance/_versions"]),
+        "manifest version not synced:\n{text}"
+    );
     assert!(any(&["__recovery"]), "sidecar not synced:\n{text}");
 }
 
@@ -147,7 +222,12 @@ async fn every_acknowledged_row_survives_sigkill() {
     use std::io::{BufRead, BufReader, Write};
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&["init", &graph, "--schema", &examples().join("schema.tg").to_string_lossy()]);
+    ok(&[
+        "init",
+        &graph,
+        "--schema",
+        &examples().join("schema.tg").to_string_lossy(),
+    ]);
     let mut child = bin()
         .args(["ingest", &graph, "-", "--format", "json"])
         .stdin(Stdio::piped())
@@ -156,7 +236,8 @@ async fn every_acknowledged_row_survives_sigkill() {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = |i: u64| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":30}}}}\n");
+    let line =
+        |i: u64| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":30}}}}\n");
     let mut sent = 0u64;
     let mut acked_through = 0u64;
     // One line at a time, waiting for its acknowledgement.
@@ -165,7 +246,8 @@ async fn every_acknowledged_row_survives_sigkill() {
         stdin.write_all(line(sent).as_bytes()).unwrap();
         stdin.flush().unwrap();
         while acked_through < sent {
-            let ack: serde_json::Value = serde_json::from_str(&acks.next().unwrap().unwrap()).unwrap();
+            let ack: serde_json::Value =
+                serde_json::from_str(&acks.next().unwrap().unwrap()).unwrap();
             assert!(ack["rejected"].as_array().unwrap().is_empty());
             acked_through = ack["through_line"].as_u64().unwrap();
         }
@@ -183,12 +265,23 @@ async fn every_acknowledged_row_survives_sigkill() {
 
     let opened = tributary::Graph::open(&graph).await.unwrap();
     opened.ingest("main").unwrap().warm("Person").await.unwrap();
-    let options = tributary::ReadOptions { fresh: true, select: Some(vec!["id".into()]), ..Default::default() };
+    let options = tributary::ReadOptions {
+        fresh: true,
+        select: Some(vec!["id".into()]),
+        ..Default::default()
+    };
     let batch = opened.read("Person", &options).await.unwrap();
-    let ids = batch.column(0).as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+    let ids = batch
+        .column(0)
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
     let found: std::collections::HashSet<&str> = ids.iter().flatten().collect();
     for i in 1..=acked_through {
-        assert!(found.contains(format!("p{i}").as_str()), "acknowledged row p{i} was lost (acked through {acked_through})");
+        assert!(
+            found.contains(format!("p{i}").as_str()),
+            "acknowledged row p{i} was lost (acked through {acked_through})"
+        );
     }
 }
 
@@ -196,35 +289,71 @@ async fn every_acknowledged_row_survives_sigkill() {
 fn ingest_acknowledges_in_json_and_reports_status() {
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&["init", &graph, "--schema", &examples().join("schema.tg").to_string_lossy()]);
+    ok(&[
+        "init",
+        &graph,
+        "--schema",
+        &examples().join("schema.tg").to_string_lossy(),
+    ]);
     let data = dir.path().join("in.ndjson");
     std::fs::write(
         &data,
         "{\"type\":\"Person\",\"data\":{\"name\":\"a\"}}\n{\"type\":\"Person\",\"data\":{\"name\":\"b\",\"age\":-3}}\n{\"type\":\"Company\",\"data\":{\"name\":\"c\"}}\n{\"type\":\"Person\",\"data\":{\"name\":\"d\"}}\n",
     )
     .unwrap();
-    let out = ok(&["ingest", &graph, &data.to_string_lossy(), "--format", "json"]);
-    let records: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = ok(&[
+        "ingest",
+        &graph,
+        &data.to_string_lossy(),
+        "--format",
+        "json",
+    ]);
+    let records: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let summary = records.last().unwrap();
     assert_eq!(summary["acked"], 2);
-    assert_eq!(summary["rejected"], 2, "a bad age and a type without @stream");
+    assert_eq!(
+        summary["rejected"], 2,
+        "a bad age and a type without @stream"
+    );
     assert_eq!(summary["through_line"], 4);
     let rejected: Vec<u64> = records[..records.len() - 1]
         .iter()
-        .flat_map(|r| r["rejected"].as_array().unwrap().iter().map(|x| x["line"].as_u64().unwrap()))
+        .flat_map(|r| {
+            r["rejected"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["line"].as_u64().unwrap())
+        })
         .collect();
     assert_eq!(rejected, [2, 3]);
 
     // --strict stops at the first invalid line: only line 1 is acknowledged.
-    let strict = run(&["ingest", &graph, &data.to_string_lossy(), "--format", "json", "--strict"]);
+    let strict = run(&[
+        "ingest",
+        &graph,
+        &data.to_string_lossy(),
+        "--format",
+        "json",
+        "--strict",
+    ]);
     assert_eq!(strict.status.code(), Some(65));
     let text = String::from_utf8_lossy(&strict.stdout);
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
-    assert_eq!((first["rows"].as_u64(), first["through_line"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (first["rows"].as_u64(), first["through_line"].as_u64()),
+        (Some(1), Some(2))
+    );
 
     let status = ok(&["ingest", "status", &graph, "--format", "ndjson"]);
     let row: serde_json::Value = serde_json::from_str(status.lines().next().unwrap()).unwrap();
     assert_eq!(row["type"], "Person");
-    assert_eq!(row["pending_rows"], 3, "two runs' writers flushed a, d and a again on close");
+    assert_eq!(
+        row["pending_rows"], 3,
+        "two runs' writers flushed a, d and a again on close"
+    );
     assert!(ok(&["ingest", "--help"]).contains("through_line"));
 }

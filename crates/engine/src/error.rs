@@ -32,7 +32,11 @@ pub enum Error {
     UnknownType { name: String },
 
     #[snafu(display("`{name}` is a {actual}, not a {expected}"))]
-    WrongKind { name: String, expected: &'static str, actual: &'static str },
+    WrongKind {
+        name: String,
+        expected: &'static str,
+        actual: &'static str,
+    },
 
     #[snafu(display("invalid {what}: {message}"))]
     InvalidRequest { what: String, message: String },
@@ -44,10 +48,16 @@ pub enum Error {
     Storage { source: tributary_storage::Error },
 
     #[snafu(display("{source}"))]
-    MemWal { source: tributary_memwal_adapter::Error },
+    MemWal {
+        source: tributary_memwal_adapter::Error,
+    },
 
     #[snafu(display("{action} on `{table}` failed: {source}"))]
-    Lance { action: String, table: String, source: lance::Error },
+    Lance {
+        action: String,
+        table: String,
+        source: lance::Error,
+    },
 
     #[snafu(display("recovery of intent `{intent}` failed: {message}"))]
     Recovery { intent: String, message: String },
@@ -105,9 +115,9 @@ impl Error {
                 match source {
                     M::Fenced { .. } => ErrorKind::Fenced,
                     M::Backpressure { .. } => ErrorKind::Unavailable,
-                    M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } | M::InvalidQuery { .. } => {
-                        ErrorKind::InvalidInput
-                    }
+                    M::PrimaryKeyMismatch { .. }
+                    | M::InvalidSetting { .. }
+                    | M::InvalidQuery { .. } => ErrorKind::InvalidInput,
                     M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
                 }
             }

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use arrow_schema::{Field, Schema, SchemaRef};
 use ingest_core::{Catalog, TypeDef, TypeKind};
-use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::dataset::WriteMode;
+use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
 use tokio::sync::Mutex;
@@ -56,7 +56,9 @@ pub struct GraphSettings {
 
 impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Graph").field("root", &self.store.root()).finish_non_exhaustive()
+        f.debug_struct("Graph")
+            .field("root", &self.store.root())
+            .finish_non_exhaustive()
     }
 }
 
@@ -86,7 +88,11 @@ impl Graph {
 
     pub async fn init_with_store(store: GraphStore, source: &str) -> Result<Graph> {
         let catalog = Catalog::parse(source).context(SchemaSnafu)?;
-        if store.dataset_exists(tributary_publisher::MANIFEST_PATH).await.context(StorageSnafu)? {
+        if store
+            .dataset_exists(tributary_publisher::MANIFEST_PATH)
+            .await
+            .context(StorageSnafu)?
+        {
             return Err(tributary_publisher::Error::AlreadyExists {
                 uri: store.root().display().to_string(),
             })
@@ -99,12 +105,22 @@ impl Graph {
             let path = ty.table_path();
             let uri = store.uri_of(&path);
             let reader = arrow_array::RecordBatchIterator::new(Vec::new(), table_schema(ty));
-            let dataset = Dataset::write(reader, uri.as_str(), Some(store.write_params(WriteMode::Overwrite)))
-                .await
-                .context(LanceSnafu { action: "create table", table: path.clone() })?;
+            let dataset = Dataset::write(
+                reader,
+                uri.as_str(),
+                Some(store.write_params(WriteMode::Overwrite)),
+            )
+            .await
+            .context(LanceSnafu {
+                action: "create table",
+                table: path.clone(),
+            })?;
             tables.insert(path, dataset.version().version);
         }
-        let schema = SchemaRecord { version: 1, source: source.to_owned() };
+        let schema = SchemaRecord {
+            version: 1,
+            source: source.to_owned(),
+        };
         let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
             .await
             .context(PublishSnafu)?;
@@ -112,7 +128,9 @@ impl Graph {
     }
 
     pub async fn open_with_store(store: GraphStore) -> Result<Graph> {
-        let publisher = ManifestCasPublisher::open(&store).await.context(PublishSnafu)?;
+        let publisher = ManifestCasPublisher::open(&store)
+            .await
+            .context(PublishSnafu)?;
         let schema = publisher.schema().await.context(PublishSnafu)?;
         let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
         let graph = Graph::assemble(store, catalog, publisher);
@@ -159,7 +177,10 @@ impl Graph {
 
     /// Commits of `branch`, newest first.
     pub async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
-        self.publisher.log(branch, limit).await.context(PublishSnafu)
+        self.publisher
+            .log(branch, limit)
+            .await
+            .context(PublishSnafu)
     }
 
     pub(crate) fn type_def(&self, name: &str) -> Result<&TypeDef> {
@@ -169,7 +190,12 @@ impl Graph {
     pub(crate) fn node_type(&self, name: &str) -> Result<&TypeDef> {
         let ty = self.type_def(name)?;
         if ty.kind != TypeKind::Node {
-            return WrongKindSnafu { name, expected: "node type", actual: "edge type" }.fail();
+            return WrongKindSnafu {
+                name,
+                expected: "node type",
+                actual: "edge type",
+            }
+            .fail();
         }
         Ok(ty)
     }
@@ -177,19 +203,35 @@ impl Graph {
     pub(crate) fn edge_type(&self, name: &str) -> Result<&TypeDef> {
         let ty = self.type_def(name)?;
         if ty.kind != TypeKind::Edge {
-            return WrongKindSnafu { name, expected: "edge type", actual: "node type" }.fail();
+            return WrongKindSnafu {
+                name,
+                expected: "edge type",
+                actual: "node type",
+            }
+            .fail();
         }
         Ok(ty)
     }
 
     /// Open a type's table at the version `snapshot` pins.
-    pub(crate) async fn open_table(&self, snapshot: &CommitRecord, ty: &TypeDef) -> Result<Dataset> {
+    pub(crate) async fn open_table(
+        &self,
+        snapshot: &CommitRecord,
+        ty: &TypeDef,
+    ) -> Result<Dataset> {
         let path = ty.table_path();
-        let version = snapshot.tables.get(&path).copied().context(InvalidRequestSnafu {
-            what: "snapshot",
-            message: format!("commit {} does not pin table {path}", snapshot.id),
-        })?;
-        self.store.open_dataset(&path, Some(version)).await.context(StorageSnafu)
+        let version = snapshot
+            .tables
+            .get(&path)
+            .copied()
+            .context(InvalidRequestSnafu {
+                what: "snapshot",
+                message: format!("commit {} does not pin table {path}", snapshot.id),
+            })?;
+        self.store
+            .open_dataset(&path, Some(version))
+            .await
+            .context(StorageSnafu)
     }
 
     /// The write queue of `branch`: hold the guard for the whole write.

@@ -47,7 +47,10 @@ impl Graph {
                 message: format!("ingest supports the `{MAIN_BRANCH}` branch only (branches are not implemented yet), not `{branch}`"),
             });
         }
-        Ok(Ingestor { graph: self, branch: branch.to_owned() })
+        Ok(Ingestor {
+            graph: self,
+            branch: branch.to_owned(),
+        })
     }
 
     /// The warm writer of a table on a branch, enrolling the table at its first write.
@@ -63,8 +66,14 @@ impl Graph {
             Some(n) if n > 1 => Sharding::Buckets(n),
             _ => Sharding::Unsharded,
         };
-        let enrolled = enroll(&self.store, &path, sharding, &self.settings.writer).await.map_err(Error::from_memwal)?;
-        let writer = Arc::new(TableWriter::open(&self.store, &enrolled).await.map_err(Error::from_memwal)?);
+        let enrolled = enroll(&self.store, &path, sharding, &self.settings.writer)
+            .await
+            .map_err(Error::from_memwal)?;
+        let writer = Arc::new(
+            TableWriter::open(&self.store, &enrolled)
+                .await
+                .map_err(Error::from_memwal)?,
+        );
         tables.insert(key, writer.clone());
         Ok(writer)
     }
@@ -96,22 +105,41 @@ impl Ingestor<'_> {
         }
         rejected.sort_by_key(|e| e.line);
         let durable_rows = self.write(&accepted).await?;
-        Ok(IngestAck { durable_rows, rejected, through_line: last_line })
+        Ok(IngestAck {
+            durable_rows,
+            rejected,
+            through_line: last_line,
+        })
     }
 
     /// Write decoded batches of `@stream` types; returns once all are durable.
     pub async fn write(&self, batches: &[TypeBatch]) -> Result<u64> {
-        if let Some(batch) = batches.iter().find(|b| self.graph.catalog.get(&b.type_name).is_some_and(|t| t.stream.is_none())) {
+        if let Some(batch) = batches.iter().find(|b| {
+            self.graph
+                .catalog
+                .get(&b.type_name)
+                .is_some_and(|t| t.stream.is_none())
+        }) {
             return Err(Error::InvalidRequest {
                 what: "ingest".into(),
-                message: not_streamed(batch).into_iter().next().map(|e| e.reason).unwrap_or_default(),
+                message: not_streamed(batch)
+                    .into_iter()
+                    .next()
+                    .map(|e| e.reason)
+                    .unwrap_or_default(),
             });
         }
-        let puts = batches.iter().filter(|b| b.batch.num_rows() > 0).map(|batch| async move {
-            let writer = self.graph.table_writer(&batch.type_name, &self.branch).await?;
-            writer.put(&batch.batch).await.map_err(Error::from_memwal)?;
-            Ok::<_, Error>(batch.batch.num_rows() as u64)
-        });
+        let puts = batches
+            .iter()
+            .filter(|b| b.batch.num_rows() > 0)
+            .map(|batch| async move {
+                let writer = self
+                    .graph
+                    .table_writer(&batch.type_name, &self.branch)
+                    .await?;
+                writer.put(&batch.batch).await.map_err(Error::from_memwal)?;
+                Ok::<_, Error>(batch.batch.num_rows() as u64)
+            });
         Ok(try_join_all(puts).await?.into_iter().sum())
     }
 }
@@ -139,7 +167,12 @@ impl Ingestor<'_> {
         let decoded = decoder.finish();
         let mut rejected = decoded.rejects;
         for batch in &decoded.batches {
-            if self.graph.catalog.get(&batch.type_name).is_some_and(|ty| ty.stream.is_none()) {
+            if self
+                .graph
+                .catalog
+                .get(&batch.type_name)
+                .is_some_and(|ty| ty.stream.is_none())
+            {
                 rejected.extend(not_streamed(batch));
             }
         }
@@ -150,7 +183,10 @@ impl Ingestor<'_> {
     /// Open (claim) the writers of `type_name` now rather than at its first send. Opening
     /// replays the shard's durable WAL into memory, so a fresh read in this process sees it.
     pub async fn warm(&self, type_name: &str) -> Result<()> {
-        self.graph.table_writer(type_name, &self.branch).await.map(|_| ())
+        self.graph
+            .table_writer(type_name, &self.branch)
+            .await
+            .map(|_| ())
     }
 }
 
@@ -158,7 +194,14 @@ impl Graph {
     /// Close every warm writer: flush the WAL and memtables to generations, so other
     /// processes (and folds) see everything acknowledged. Later sends re-open writers.
     pub async fn close_writers(&self) -> Result<()> {
-        let writers: Vec<Arc<TableWriter>> = self.writers.tables.lock().await.drain().map(|(_, w)| w).collect();
+        let writers: Vec<Arc<TableWriter>> = self
+            .writers
+            .tables
+            .lock()
+            .await
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
         for writer in writers {
             match Arc::try_unwrap(writer) {
                 Ok(writer) => writer.close().await.map_err(Error::from_memwal)?,
@@ -171,6 +214,11 @@ impl Graph {
 
     /// The warm writer of a table, if this process has one (for fresh reads and status).
     pub(crate) async fn warm_writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
-        self.writers.tables.lock().await.get(&(path.to_owned(), branch.to_owned())).cloned()
+        self.writers
+            .tables
+            .lock()
+            .await
+            .get(&(path.to_owned(), branch.to_owned()))
+            .cloned()
     }
 }

@@ -34,7 +34,10 @@ impl Owner {
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .map(|h| h.trim().to_owned())
             .unwrap_or_default();
-        Owner { host, pid: std::process::id() }
+        Owner {
+            host,
+            pid: std::process::id(),
+        }
     }
 }
 
@@ -47,14 +50,20 @@ pub(crate) struct InFlight(String);
 
 impl InFlight {
     pub fn start(intent: &str) -> InFlight {
-        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).push(intent.to_owned());
+        IN_FLIGHT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(intent.to_owned());
         InFlight(intent.to_owned())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).retain(|id| id != &self.0);
+        IN_FLIGHT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|id| id != &self.0);
     }
 }
 
@@ -64,7 +73,10 @@ pub(crate) fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) 
     match &intent.owner {
         Some(owner) if owner.host == me.host && !me.host.is_empty() => {
             if owner.pid == me.pid {
-                IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()).contains(&intent.id)
+                IN_FLIGHT
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&intent.id)
             } else {
                 std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
             }
@@ -134,11 +146,16 @@ impl StagedTable {
     }
 
     pub fn decode(&self, intent: &str) -> Result<Transaction> {
-        let fail = |message: String| Error::Recovery { intent: intent.to_owned(), message };
-        let bytes = from_hex(&self.transaction).ok_or_else(|| fail("bad transaction hex".into()))?;
+        let fail = |message: String| Error::Recovery {
+            intent: intent.to_owned(),
+            message,
+        };
+        let bytes =
+            from_hex(&self.transaction).ok_or_else(|| fail("bad transaction hex".into()))?;
         let message = pb::Transaction::decode(bytes.as_slice())
             .map_err(|e| fail(format!("bad transaction of {}: {e}", self.path)))?;
-        Transaction::try_from(message).map_err(|e| fail(format!("bad transaction of {}: {e}", self.path)))
+        Transaction::try_from(message)
+            .map_err(|e| fail(format!("bad transaction of {}: {e}", self.path)))
     }
 }
 

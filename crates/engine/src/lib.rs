@@ -16,12 +16,12 @@ mod validate;
 pub use error::{Error, ErrorKind, Result};
 pub use graph::{At, Graph, GraphSettings, MAIN_BRANCH};
 pub use ingest::{IngestAck, Ingestor};
-pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use read::{Direction, ReadOptions};
 pub use recovery::Recovered;
+pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 
 pub use ingest_core::{Catalog, LineError};
-pub use tributary_publisher::{CommitKind, CommitRecord};
 pub use tributary_memwal_adapter::WriterSettings;
+pub use tributary_publisher::{CommitKind, CommitRecord};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};

@@ -4,14 +4,20 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ingest_core::TypeBatch;
-use lance::dataset::{CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
 use lance::dataset::transaction::Transaction;
+use lance::dataset::{
+    CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
+};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_publisher::{CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher};
+use tributary_publisher::{
+    CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
+};
 
-use crate::error::{Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu};
+use crate::error::{
+    Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu,
+};
 use crate::graph::{At, Graph, MAIN_BRANCH};
 use crate::intent::{InFlight, Intent, Owner, StagedTable};
 use crate::recovery::Recovered;
@@ -36,7 +42,11 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { branch: MAIN_BRANCH.to_owned(), mode: LoadMode::Upsert, actor: "tributary:load".to_owned() }
+        LoadOptions {
+            branch: MAIN_BRANCH.to_owned(),
+            mode: LoadMode::Upsert,
+            actor: "tributary:load".to_owned(),
+        }
     }
 }
 
@@ -53,7 +63,9 @@ const PUBLISH_ATTEMPTS: usize = 5;
 
 macro_rules! crash_window {
     ($name:literal) => {
-        fail::fail_point!($name, |_| Err(Error::Injected { point: $name.to_owned() }))
+        fail::fail_point!($name, |_| Err(Error::Injected {
+            point: $name.to_owned()
+        }))
     };
 }
 
@@ -63,21 +75,33 @@ impl Graph {
     pub async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
         let decoded = ingest_core::decode_str(&self.catalog, text);
         if !decoded.rejects.is_empty() {
-            return InvalidDataSnafu { errors: decoded.rejects }.fail();
+            return InvalidDataSnafu {
+                errors: decoded.rejects,
+            }
+            .fail();
         }
         self.load_batches(decoded.batches, options).await
     }
 
     /// Load already-decoded batches as one graph commit.
-    pub async fn load_batches(&self, batches: Vec<TypeBatch>, options: &LoadOptions) -> Result<LoadOutcome> {
+    pub async fn load_batches(
+        &self,
+        batches: Vec<TypeBatch>,
+        options: &LoadOptions,
+    ) -> Result<LoadOutcome> {
         if batches.iter().all(|b| b.batch.num_rows() == 0) {
-            return InvalidRequestSnafu { what: "load", message: "the input holds no rows" }.fail();
+            return InvalidRequestSnafu {
+                what: "load",
+                message: "the input holds no rows",
+            }
+            .fail();
         }
         let queue = self.write_queue(&options.branch).await;
         let _turn = queue.lock().await;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let batches = validate::dedupe_keys(batches, options.mode).map_err(|errors| Error::InvalidData { errors })?;
+        let batches = validate::dedupe_keys(batches, options.mode)
+            .map_err(|errors| Error::InvalidData { errors })?;
         let errors = validate::against_snapshot(self, &head, &batches, options.mode).await?;
         if !errors.is_empty() {
             return InvalidDataSnafu { errors }.fail();
@@ -108,12 +132,17 @@ impl Graph {
             owner: Some(Owner::this_process()),
             tables: staged
                 .iter()
-                .map(|(dataset, path, txn, _)| StagedTable::new(path.clone(), dataset.version().version, txn))
+                .map(|(dataset, path, txn, _)| {
+                    StagedTable::new(path.clone(), dataset.version().version, txn)
+                })
                 .collect::<Result<_>>()?,
         };
         let sidecar = Intent::sidecar_path(&intent.id);
         let _in_flight = InFlight::start(&intent.id);
-        self.store.put(&sidecar, intent.to_bytes()).await.context(StorageSnafu)?;
+        self.store
+            .put(&sidecar, intent.to_bytes())
+            .await
+            .context(StorageSnafu)?;
 
         let commit = match self.commit_and_publish(&intent, staged, &head).await {
             Ok(commit) => commit,
@@ -127,7 +156,11 @@ impl Graph {
                 self.delete_sidecar(&sidecar).await;
                 return match resolved {
                     Recovered::RolledForward { .. } => {
-                        let commit = self.publisher.head(&options.branch).await.context(PublishSnafu)?;
+                        let commit = self
+                            .publisher
+                            .head(&options.branch)
+                            .await
+                            .context(PublishSnafu)?;
                         Ok(LoadOutcome { commit, rows })
                     }
                     _ => Err(error),
@@ -140,7 +173,12 @@ impl Graph {
     }
 
     /// Commit each staged table, then publish once.
-    async fn commit_and_publish(&self, intent: &Intent, staged: Vec<StagedWrite>, head: &CommitRecord) -> Result<CommitRecord> {
+    async fn commit_and_publish(
+        &self,
+        intent: &Intent,
+        staged: Vec<StagedWrite>,
+        head: &CommitRecord,
+    ) -> Result<CommitRecord> {
         crash_window!("load::before-table-commits");
         let mut versions = BTreeMap::new();
         for (i, (dataset, path, transaction, affected)) in staged.into_iter().enumerate() {
@@ -179,18 +217,25 @@ impl Graph {
         batch: &TypeBatch,
         mode: LoadMode,
     ) -> Result<(Transaction, Option<RowAddrTreeMap>)> {
-        let lance_err = |action: &'static str| LanceSnafu { action, table: path };
+        let lance_err = |action: &'static str| LanceSnafu {
+            action,
+            table: path,
+        };
         let data = batch.batch.clone();
         match mode {
             LoadMode::Upsert => {
-                let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
-                    .context(lance_err("stage upsert"))?;
+                let mut builder =
+                    MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
+                        .context(lance_err("stage upsert"))?;
                 builder
                     .when_matched(WhenMatched::UpdateAll)
                     .when_not_matched(WhenNotMatched::InsertAll)
                     .skip_auto_cleanup(true);
                 let job = builder.try_build().context(lance_err("stage upsert"))?;
-                let staged = job.execute_uncommitted_batches(vec![data]).await.context(lance_err("stage upsert"))?;
+                let staged = job
+                    .execute_uncommitted_batches(vec![data])
+                    .await
+                    .context(lance_err("stage upsert"))?;
                 Ok((staged.transaction, staged.affected_rows))
             }
             LoadMode::Insert => {
@@ -214,7 +259,11 @@ impl Graph {
             match self.publisher.publish(plan.clone()).await {
                 Ok(commit) => return Ok(commit),
                 Err(PublishError::Conflict { .. }) if attempt < PUBLISH_ATTEMPTS => {
-                    let head = self.publisher.head(&plan.branch).await.context(PublishSnafu)?;
+                    let head = self
+                        .publisher
+                        .head(&plan.branch)
+                        .await
+                        .context(PublishSnafu)?;
                     for (path, version) in plan.tables.iter_mut() {
                         if let Some(theirs) = head.tables.get(path) {
                             *version = (*version).max(*theirs);
@@ -243,9 +292,9 @@ pub(crate) async fn commit_staged(
     if let Some(affected) = affected {
         builder = builder.with_affected_rows(affected);
     }
-    let committed = builder
-        .execute(transaction)
-        .await
-        .context(LanceSnafu { action: "commit", table: path })?;
+    let committed = builder.execute(transaction).await.context(LanceSnafu {
+        action: "commit",
+        table: path,
+    })?;
     Ok(committed.version().version)
 }

@@ -57,9 +57,18 @@ impl Graph {
                 select: options.select.as_deref(),
                 limit: options.limit,
             };
-            return fresh_read(table, writer.as_deref(), query).await.map_err(Error::from_memwal);
+            return fresh_read(table, writer.as_deref(), query)
+                .await
+                .map_err(Error::from_memwal);
         }
-        scan(&table, ty, options.filter.as_deref(), options.select.as_deref(), options.limit).await
+        scan(
+            &table,
+            ty,
+            options.filter.as_deref(),
+            options.select.as_deref(),
+            options.limit,
+        )
+        .await
     }
 
     /// One node or edge by key (an edge's key is `src->dst` unless it declares `@key`).
@@ -67,7 +76,14 @@ impl Graph {
         let ty = self.type_def(type_name)?;
         let snapshot = self.snapshot(at).await?;
         let table = self.open_table(&snapshot, ty).await?;
-        let batch = scan(&table, ty, Some(&format!("id = {}", quote(key))), None, Some(1)).await?;
+        let batch = scan(
+            &table,
+            ty,
+            Some(&format!("id = {}", quote(key))),
+            None,
+            Some(1),
+        )
+        .await?;
         Ok((batch.num_rows() > 0).then_some(batch))
     }
 
@@ -83,28 +99,56 @@ impl Graph {
         let node = self.node_type(node_type)?;
         let edge_def = self.edge_type(edge)?;
         let Some(ends) = edge_def.edge.as_ref() else {
-            return Err(Error::WrongKind { name: edge.to_owned(), expected: "edge type", actual: "node type" });
+            return Err(Error::WrongKind {
+                name: edge.to_owned(),
+                expected: "edge type",
+                actual: "node type",
+            });
         };
         let (near, far, near_col, far_col) = match direction {
             Direction::Out => (&ends.from, &ends.to, "src", "dst"),
             Direction::In => (&ends.to, &ends.from, "dst", "src"),
         };
         if near != &node.name {
-            let way = if direction == Direction::Out { "from" } else { "to" };
+            let way = if direction == Direction::Out {
+                "from"
+            } else {
+                "to"
+            };
             return Err(Error::InvalidRequest {
                 what: "neighbors".into(),
-                message: format!("edge {edge} goes {} -> {}, not {way} {node_type}", ends.from, ends.to),
+                message: format!(
+                    "edge {edge} goes {} -> {}, not {way} {node_type}",
+                    ends.from, ends.to
+                ),
             });
         }
         let snapshot = self.snapshot(at).await?;
         let edges = self.open_table(&snapshot, edge_def).await?;
-        let hits = scan(&edges, edge_def, Some(&format!("{near_col} = {}", quote(key))), Some(&[far_col.to_owned()]), None).await?;
-        let keys: BTreeSet<String> = string_column(&hits, far_col).iter().flatten().map(str::to_owned).collect();
+        let hits = scan(
+            &edges,
+            edge_def,
+            Some(&format!("{near_col} = {}", quote(key))),
+            Some(&[far_col.to_owned()]),
+            None,
+        )
+        .await?;
+        let keys: BTreeSet<String> = string_column(&hits, far_col)
+            .iter()
+            .flatten()
+            .map(str::to_owned)
+            .collect();
         let far_def = self.node_type(far)?;
-        self.rows_by_key(&snapshot, far_def, keys.into_iter().collect()).await
+        self.rows_by_key(&snapshot, far_def, keys.into_iter().collect())
+            .await
     }
 
-    async fn rows_by_key(&self, snapshot: &CommitRecord, ty: &TypeDef, keys: Vec<String>) -> Result<RecordBatch> {
+    async fn rows_by_key(
+        &self,
+        snapshot: &CommitRecord,
+        ty: &TypeDef,
+        keys: Vec<String>,
+    ) -> Result<RecordBatch> {
         let table = self.open_table(snapshot, ty).await?;
         let mut batches = Vec::new();
         for chunk in keys.chunks(KEYS_PER_SCAN) {
@@ -116,8 +160,10 @@ impl Graph {
             return Ok(RecordBatch::new_empty(crate::graph::table_schema(ty)));
         }
         let schema = batches[0].schema();
-        arrow_select::concat::concat_batches(&schema, &batches)
-            .map_err(|e| Error::InvalidRequest { what: "neighbors".into(), message: e.to_string() })
+        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| Error::InvalidRequest {
+            what: "neighbors".into(),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -127,7 +173,11 @@ fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
         let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
         return Err(Error::InvalidRequest {
             what: "select".into(),
-            message: format!("{} has no column `{unknown}` (columns: {})", ty.name, known.join(", ")),
+            message: format!(
+                "{} has no column `{unknown}` (columns: {})",
+                ty.name,
+                known.join(", ")
+            ),
         });
     }
     Ok(())
@@ -140,7 +190,10 @@ async fn scan(
     select: Option<&[String]>,
     limit: Option<usize>,
 ) -> Result<RecordBatch> {
-    let invalid = |what: &str, source: lance::Error| Error::InvalidRequest { what: what.to_owned(), message: source.to_string() };
+    let invalid = |what: &str, source: lance::Error| Error::InvalidRequest {
+        what: what.to_owned(),
+        message: source.to_string(),
+    };
     let mut scanner = table.scan();
     if let Some(columns) = select {
         check_columns(ty, columns)?;
@@ -150,10 +203,16 @@ async fn scan(
         scanner.filter(filter).map_err(|e| invalid("filter", e))?;
     }
     if let Some(limit) = limit {
-        scanner.limit(Some(limit as i64), None).map_err(|e| invalid("limit", e))?;
+        scanner
+            .limit(Some(limit as i64), None)
+            .map_err(|e| invalid("limit", e))?;
     }
     scanner.try_into_batch().await.map_err(|e| match filter {
         Some(_) => invalid("filter", e),
-        None => Error::Lance { action: "scan".into(), table: ty.table_path(), source: e },
+        None => Error::Lance {
+            action: "scan".into(),
+            table: ty.table_path(),
+            source: e,
+        },
     })
 }

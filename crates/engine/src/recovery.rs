@@ -24,13 +24,25 @@ const RECENT_COMMITS: usize = 256;
 /// What recovery did with one sidecar.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Recovered {
-    AlreadyPublished { intent: String },
-    Dropped { intent: String },
-    RolledForward { intent: String, commit: String },
+    AlreadyPublished {
+        intent: String,
+    },
+    Dropped {
+        intent: String,
+    },
+    RolledForward {
+        intent: String,
+        commit: String,
+    },
     /// The writing process may still be running it; left alone.
-    InFlight { intent: String },
+    InFlight {
+        intent: String,
+    },
     /// Could not be resolved (kept for the next attempt); the graph stays usable.
-    Failed { intent: String, error: String },
+    Failed {
+        intent: String,
+        error: String,
+    },
 }
 
 impl Graph {
@@ -38,9 +50,13 @@ impl Graph {
     pub async fn recover(&self) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
         for name in self.store.list(RECOVERY_DIR).await.context(StorageSnafu)? {
-            let Some(id) = name.strip_suffix(".json") else { continue };
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
             let path = Intent::sidecar_path(id);
-            let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else { continue };
+            let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
+                continue;
+            };
             let intent = Intent::from_bytes(id, &bytes)?;
             let age = self
                 .store
@@ -62,7 +78,10 @@ impl Graph {
                 }
                 Err(error) => {
                     tracing::error!(%error, intent = %intent.id, "could not resolve an interrupted write; keeping its sidecar");
-                    report.push(Recovered::Failed { intent: intent.id, error: error.to_string() });
+                    report.push(Recovered::Failed {
+                        intent: intent.id,
+                        error: error.to_string(),
+                    });
                 }
             }
         }
@@ -71,9 +90,18 @@ impl Graph {
 
     /// Resolve one intent (the caller holds the branch's write queue).
     pub(crate) async fn recover_intent(&self, intent: &Intent) -> Result<Recovered> {
-        let recent = self.publisher.log(&intent.branch, RECENT_COMMITS).await.context(PublishSnafu)?;
-        if recent.iter().any(|c| c.intent.as_deref() == Some(intent.id.as_str())) {
-            return Ok(Recovered::AlreadyPublished { intent: intent.id.clone() });
+        let recent = self
+            .publisher
+            .log(&intent.branch, RECENT_COMMITS)
+            .await
+            .context(PublishSnafu)?;
+        if recent
+            .iter()
+            .any(|c| c.intent.as_deref() == Some(intent.id.as_str()))
+        {
+            return Ok(Recovered::AlreadyPublished {
+                intent: intent.id.clone(),
+            });
         }
         let mut versions = BTreeMap::new();
         let mut pending = Vec::new();
@@ -86,7 +114,9 @@ impl Graph {
             }
         }
         if versions.is_empty() {
-            return Ok(Recovered::Dropped { intent: intent.id.clone() });
+            return Ok(Recovered::Dropped {
+                intent: intent.id.clone(),
+            });
         }
         for table in pending {
             let dataset = self
@@ -94,10 +124,20 @@ impl Graph {
                 .open_dataset(&table.path, Some(table.read_version))
                 .await
                 .context(StorageSnafu)?;
-            let version = commit_staged(Arc::new(dataset), &table.path, table.decode(&intent.id)?, None).await?;
+            let version = commit_staged(
+                Arc::new(dataset),
+                &table.path,
+                table.decode(&intent.id)?,
+                None,
+            )
+            .await?;
             versions.insert(table.path.clone(), version);
         }
-        let head = self.publisher.head(&intent.branch).await.context(PublishSnafu)?;
+        let head = self
+            .publisher
+            .head(&intent.branch)
+            .await
+            .context(PublishSnafu)?;
         let plan = PublishPlan {
             branch: intent.branch.clone(),
             expected_head: Some(head.id),
@@ -108,18 +148,29 @@ impl Graph {
             intent: Some(intent.id.clone()),
         };
         let commit = self.publish_with_retry(plan).await?;
-        Ok(Recovered::RolledForward { intent: intent.id.clone(), commit: commit.id })
+        Ok(Recovered::RolledForward {
+            intent: intent.id.clone(),
+            commit: commit.id,
+        })
     }
 
     /// The version a staged transaction produced, if it was committed.
     async fn committed_version(&self, table: &StagedTable) -> Result<Option<u64>> {
-        let dataset = self.store.open_dataset(&table.path, None).await.context(StorageSnafu)?;
+        let dataset = self
+            .store
+            .open_dataset(&table.path, None)
+            .await
+            .context(StorageSnafu)?;
         let latest = dataset.version().version;
         for version in (table.read_version + 1..=latest).rev() {
-            let transaction = dataset
-                .read_transaction_by_version(version)
-                .await
-                .context(LanceSnafu { action: "read transaction", table: table.path.clone() })?;
+            let transaction =
+                dataset
+                    .read_transaction_by_version(version)
+                    .await
+                    .context(LanceSnafu {
+                        action: "read transaction",
+                        table: table.path.clone(),
+                    })?;
             if transaction.is_some_and(|t| t.uuid == table.transaction_uuid) {
                 return Ok(Some(version));
             }

@@ -51,7 +51,12 @@ impl Graph {
         let mut tables = Vec::new();
         for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            let Some(state) = table_state(&self.store, &path).await.map_err(Error::from_memwal)? else { continue };
+            let Some(state) = table_state(&self.store, &path)
+                .await
+                .map_err(Error::from_memwal)?
+            else {
+                continue;
+            };
             let mut status = TableIngestStatus {
                 type_name: ty.name.clone(),
                 table: path.clone(),
@@ -65,7 +70,9 @@ impl Graph {
             for shard in &state.shards {
                 status.pending_rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
                 status.pending_bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
-                let age = shard.oldest_pending_at.and_then(|t| SystemTime::now().duration_since(t).ok());
+                let age = shard
+                    .oldest_pending_at
+                    .and_then(|t| SystemTime::now().duration_since(t).ok());
                 status.oldest_pending_age = status.oldest_pending_age.max(age);
                 status.shards.push(ShardIngestStatus {
                     shard: shard.shard.to_string(),
@@ -75,13 +82,21 @@ impl Graph {
                 });
             }
             if let Some(writer) = self.warm_writer(&path, branch).await {
-                status.unflushed_rows = writer.unflushed_rows().await.map_err(Error::from_memwal)?;
+                status.unflushed_rows =
+                    writer.unflushed_rows().await.map_err(Error::from_memwal)?;
                 status.unflushed_bytes = writer.unflushed_bytes() as u64;
             }
             tables.push(status);
         }
         let log = self.log(branch, FOLD_SEARCH_DEPTH).await?;
-        let last_fold = log.into_iter().find(|c| c.kind == CommitKind::Fold).map(|c| c.id);
-        Ok(IngestStatus { branch: branch.to_owned(), tables, last_fold })
+        let last_fold = log
+            .into_iter()
+            .find(|c| c.kind == CommitKind::Fold)
+            .map(|c| c.id);
+        Ok(IngestStatus {
+            branch: branch.to_owned(),
+            tables,
+            last_fold,
+        })
     }
 }

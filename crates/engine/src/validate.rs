@@ -20,7 +20,10 @@ const IN_LIST_CHUNK: usize = 512;
 
 /// Within one request a key may appear once per type. Upsert keeps the last line's row
 /// (the newest write wins); insert refuses duplicates.
-pub(crate) fn dedupe_keys(batches: Vec<TypeBatch>, mode: LoadMode) -> Result<Vec<TypeBatch>, Vec<LineError>> {
+pub(crate) fn dedupe_keys(
+    batches: Vec<TypeBatch>,
+    mode: LoadMode,
+) -> Result<Vec<TypeBatch>, Vec<LineError>> {
     let mut errors = Vec::new();
     let mut out = Vec::with_capacity(batches.len());
     for batch in batches {
@@ -53,11 +56,26 @@ pub(crate) fn dedupe_keys(batches: Vec<TypeBatch>, mode: LoadMode) -> Result<Vec
             .iter()
             .map(|c| arrow_select::take::take(c.as_ref(), &indices, None))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| vec![LineError { line: 0, field: None, reason: format!("internal: {e}") }])?;
-        let taken = RecordBatch::try_new(batch.batch.schema(), columns)
-            .map_err(|e| vec![LineError { line: 0, field: None, reason: format!("internal: {e}") }])?;
+            .map_err(|e| {
+                vec![LineError {
+                    line: 0,
+                    field: None,
+                    reason: format!("internal: {e}"),
+                }]
+            })?;
+        let taken = RecordBatch::try_new(batch.batch.schema(), columns).map_err(|e| {
+            vec![LineError {
+                line: 0,
+                field: None,
+                reason: format!("internal: {e}"),
+            }]
+        })?;
         let lines = keep.iter().map(|&i| batch.lines[i as usize]).collect();
-        out.push(TypeBatch { type_name: batch.type_name, batch: taken, lines });
+        out.push(TypeBatch {
+            type_name: batch.type_name,
+            batch: taken,
+            lines,
+        });
     }
     if errors.is_empty() {
         Ok(out)
@@ -75,7 +93,8 @@ pub(crate) async fn against_snapshot(
     mode: LoadMode,
 ) -> Result<Vec<LineError>> {
     let mut errors = Vec::new();
-    let by_type: HashMap<&str, &TypeBatch> = batches.iter().map(|b| (b.type_name.as_str(), b)).collect();
+    let by_type: HashMap<&str, &TypeBatch> =
+        batches.iter().map(|b| (b.type_name.as_str(), b)).collect();
     for batch in batches {
         let ty = graph.type_def(&batch.type_name)?;
         let table = graph.open_table(head, ty).await?;
@@ -85,7 +104,12 @@ pub(crate) async fn against_snapshot(
             let existing = existing_ids(&table, "id", &wanted, &ty.name).await?;
             for (i, id) in ids.iter().enumerate() {
                 if let Some(id) = id.filter(|id| existing.contains(*id)) {
-                    errors.push(line_error(batch, i, "id", format!("{} `{id}` already exists (--mode insert)", ty.name)));
+                    errors.push(line_error(
+                        batch,
+                        i,
+                        "id",
+                        format!("{} `{id}` already exists (--mode insert)", ty.name),
+                    ));
                 }
             }
         }
@@ -131,7 +155,15 @@ async fn check_endpoints(
         let field = if column == "src" { "from" } else { "to" };
         for (i, key) in keys.iter().enumerate() {
             if let Some(key) = key.filter(|k| !in_request.contains(k) && !found.contains(*k)) {
-                errors.push(line_error(batch, i, field, format!("{node_type} `{key}` does not exist (edge {} needs it)", ty.name)));
+                errors.push(line_error(
+                    batch,
+                    i,
+                    field,
+                    format!(
+                        "{node_type} `{key}` does not exist (edge {} needs it)",
+                        ty.name
+                    ),
+                ));
             }
         }
     }
@@ -139,14 +171,24 @@ async fn check_endpoints(
 }
 
 /// `@card(min..max)` bounds the out-edges of each source node touched by the request.
-async fn check_cardinality(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, errors: &mut Vec<LineError>) -> Result<()> {
-    let Some(card) = ty.edge.as_ref().and_then(|e| e.card.as_ref()) else { return Ok(()) };
+async fn check_cardinality(
+    table: &Dataset,
+    ty: &TypeDef,
+    batch: &TypeBatch,
+    errors: &mut Vec<LineError>,
+) -> Result<()> {
+    let Some(card) = ty.edge.as_ref().and_then(|e| e.card.as_ref()) else {
+        return Ok(());
+    };
     let ids = string_column(&batch.batch, "id");
     let srcs = string_column(&batch.batch, "src");
     let mut edges: BTreeMap<String, HashSet<String>> = BTreeMap::new();
     let mut line_of_src: HashMap<String, usize> = HashMap::new();
     for i in 0..batch.batch.num_rows() {
-        edges.entry(srcs.value(i).to_owned()).or_default().insert(ids.value(i).to_owned());
+        edges
+            .entry(srcs.value(i).to_owned())
+            .or_default()
+            .insert(ids.value(i).to_owned());
         line_of_src.entry(srcs.value(i).to_owned()).or_insert(i);
     }
     let sources: Vec<String> = edges.keys().cloned().collect();
@@ -162,7 +204,12 @@ async fn check_cardinality(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, err
                 Some(max) => format!("{}..{max}", card.min),
                 None => format!("{}..", card.min),
             };
-            errors.push(line_error(batch, row, "from", format!("{} would have {n} {} edges; @card({bound})", src, ty.name)));
+            errors.push(line_error(
+                batch,
+                row,
+                "from",
+                format!("{} would have {n} {} edges; @card({bound})", src, ty.name),
+            ));
         }
     }
     Ok(())
@@ -170,11 +217,18 @@ async fn check_cardinality(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, err
 
 /// `@unique` values may not repeat across different keys, in the request or against the
 /// snapshot (rows the request replaces do not count).
-async fn check_unique(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, errors: &mut Vec<LineError>) -> Result<()> {
+async fn check_unique(
+    table: &Dataset,
+    ty: &TypeDef,
+    batch: &TypeBatch,
+    errors: &mut Vec<LineError>,
+) -> Result<()> {
     let ids = string_column(&batch.batch, "id");
     let replaced: HashSet<&str> = ids.iter().flatten().collect();
     for field in ty.fields.iter().filter(|f| f.unique) {
-        let Some(column) = batch.batch.column_by_name(&field.name) else { continue };
+        let Some(column) = batch.batch.column_by_name(&field.name) else {
+            continue;
+        };
         let values = display_values(column.as_ref())?;
         let mut owner: HashMap<String, String> = HashMap::new();
         let mut wanted = Vec::new();
@@ -185,7 +239,10 @@ async fn check_unique(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, errors: 
                     batch,
                     i,
                     &field.name,
-                    format!("{value:?} is not unique: {} `{other}` in this request has it too", ty.name),
+                    format!(
+                        "{value:?} is not unique: {} `{other}` in this request has it too",
+                        ty.name
+                    ),
                 )),
                 Some(_) => {}
                 None => {
@@ -199,8 +256,16 @@ async fn check_unique(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, errors: 
             if replaced.contains(id.as_str()) {
                 continue;
             }
-            if let Some(i) = values.iter().position(|v| v.as_deref() == Some(value.as_str())) {
-                errors.push(line_error(batch, i, &field.name, format!("{value:?} is not unique: {} `{id}` already has it", ty.name)));
+            if let Some(i) = values
+                .iter()
+                .position(|v| v.as_deref() == Some(value.as_str()))
+            {
+                errors.push(line_error(
+                    batch,
+                    i,
+                    &field.name,
+                    format!("{value:?} is not unique: {} `{id}` already has it", ty.name),
+                ));
             }
         }
     }
@@ -208,7 +273,11 @@ async fn check_unique(table: &Dataset, ty: &TypeDef, batch: &TypeBatch, errors: 
 }
 
 fn line_error(batch: &TypeBatch, row: usize, field: &str, reason: String) -> LineError {
-    LineError { line: batch.lines[row], field: Some(field.to_owned()), reason }
+    LineError {
+        line: batch.lines[row],
+        field: Some(field.to_owned()),
+        reason,
+    }
 }
 
 pub(crate) fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {
@@ -220,8 +289,12 @@ pub(crate) fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a Strin
 }
 
 fn display_values(column: &dyn Array) -> Result<Vec<Option<String>>> {
-    let formatter = ArrayFormatter::try_new(column, &FormatOptions::default())
-        .map_err(|e| Error::InvalidRequest { what: "unique value".into(), message: e.to_string() })?;
+    let formatter = ArrayFormatter::try_new(column, &FormatOptions::default()).map_err(|e| {
+        Error::InvalidRequest {
+            what: "unique value".into(),
+            message: e.to_string(),
+        }
+    })?;
     Ok((0..column.len())
         .map(|i| column.is_valid(i).then(|| formatter.value(i).to_string()))
         .collect())
@@ -246,12 +319,19 @@ pub(crate) fn quote(value: &str) -> String {
 }
 
 /// Which of `keys` exist in `column`.
-async fn existing_ids(table: &Dataset, column: &str, keys: &[String], table_name: &str) -> Result<HashSet<String>> {
-    Ok(lookup_values(table, column, keys, Literal::Quoted, table_name)
-        .await?
-        .into_iter()
-        .map(|(_, value)| value)
-        .collect())
+async fn existing_ids(
+    table: &Dataset,
+    column: &str,
+    keys: &[String],
+    table_name: &str,
+) -> Result<HashSet<String>> {
+    Ok(
+        lookup_values(table, column, keys, Literal::Quoted, table_name)
+            .await?
+            .into_iter()
+            .map(|(_, value)| value)
+            .collect(),
+    )
 }
 
 /// `(id, value as text)` of the rows whose `column` is one of `values`.
@@ -263,7 +343,13 @@ async fn lookup_values(
     table_name: &str,
 ) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    if values.is_empty() || table.count_rows(None).await.map_err(|source| lance_error(table_name, source))? == 0 {
+    if values.is_empty()
+        || table
+            .count_rows(None)
+            .await
+            .map_err(|source| lance_error(table_name, source))?
+            == 0
+    {
         return Ok(out);
     }
     for chunk in values.chunks(IN_LIST_CHUNK) {
@@ -276,9 +362,18 @@ async fn lookup_values(
             .collect();
         let mut scan = table.scan();
         scan.filter(&format!("`{column}` IN ({})", list.join(", ")))
-            .and_then(|s| s.project(&["id", column]))
+            .and_then(|s| {
+                if column == "id" {
+                    s.project(&["id"])
+                } else {
+                    s.project(&["id", column])
+                }
+            })
             .map_err(|source| lance_error(table_name, source))?;
-        let batch = scan.try_into_batch().await.map_err(|source| lance_error(table_name, source))?;
+        let batch = scan
+            .try_into_batch()
+            .await
+            .map_err(|source| lance_error(table_name, source))?;
         let ids = string_column(&batch, "id");
         let found = match batch.column_by_name(column) {
             Some(c) => display_values(c.as_ref())?,
@@ -294,5 +389,9 @@ async fn lookup_values(
 }
 
 fn lance_error(table: &str, source: lance::Error) -> Error {
-    Error::Lance { action: "validate".to_owned(), table: table.to_owned(), source }
+    Error::Lance {
+        action: "validate".to_owned(),
+        table: table.to_owned(),
+        source,
+    }
 }

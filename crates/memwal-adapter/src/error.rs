@@ -5,7 +5,11 @@ use snafu::Snafu;
 pub enum Error {
     /// Another writer claimed the shard: this one can never acknowledge again.
     #[snafu(display("writer of {table} shard {shard} was fenced: {message}"))]
-    Fenced { table: String, shard: String, message: String },
+    Fenced {
+        table: String,
+        shard: String,
+        message: String,
+    },
 
     /// Too much unflushed data; retry later.
     #[snafu(display("{table} is over its unflushed-bytes bound: {message}"))]
@@ -23,7 +27,11 @@ pub enum Error {
     InvalidSetting { table: String, message: String },
 
     #[snafu(display("MemWAL {action} on {table} failed: {source}"))]
-    Lance { action: String, table: String, source: lance::Error },
+    Lance {
+        action: String,
+        table: String,
+        source: lance::Error,
+    },
 
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },
@@ -33,14 +41,30 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Classify a Lance error from a writer call: fencing and back-pressure are typed, the
 /// rest is the action that failed.
-pub(crate) fn from_lance(table: &str, shard: &uuid::Uuid, action: &str, source: lance::Error) -> Error {
+pub(crate) fn from_lance(
+    table: &str,
+    shard: &uuid::Uuid,
+    action: &str,
+    source: lance::Error,
+) -> Error {
     // A writer open that loses the epoch race is an I/O error in Lance 14, not `Fenced`.
     let lost_claim = source.to_string().contains("another writer claimed epoch");
     if source.fence_reason().is_some() || lost_claim {
-        Error::Fenced { table: table.to_owned(), shard: shard.to_string(), message: source.to_string() }
+        Error::Fenced {
+            table: table.to_owned(),
+            shard: shard.to_string(),
+            message: source.to_string(),
+        }
     } else if source.is_backpressure() {
-        Error::Backpressure { table: table.to_owned(), message: source.to_string() }
+        Error::Backpressure {
+            table: table.to_owned(),
+            message: source.to_string(),
+        }
     } else {
-        Error::Lance { action: action.to_owned(), table: table.to_owned(), source }
+        Error::Lance {
+            action: action.to_owned(),
+            table: table.to_owned(),
+            source,
+        }
     }
 }

@@ -20,9 +20,16 @@ pub struct FreshQuery<'a> {
 }
 
 /// Rows of `base` plus the unfolded tier (see [`fresh_scanner`]) matching `query`.
-pub async fn fresh_read(base: Dataset, writer: Option<&TableWriter>, query: FreshQuery<'_>) -> Result<RecordBatch> {
+pub async fn fresh_read(
+    base: Dataset,
+    writer: Option<&TableWriter>,
+    query: FreshQuery<'_>,
+) -> Result<RecordBatch> {
     let table = base.uri().to_owned();
-    let invalid = |source: lance::Error| Error::InvalidQuery { table: table.clone(), message: source.to_string() };
+    let invalid = |source: lance::Error| Error::InvalidQuery {
+        table: table.clone(),
+        message: source.to_string(),
+    };
     let mut scanner = fresh_scanner(base.clone(), writer).await?;
     if let Some(columns) = query.select {
         scanner = scanner.project(columns).map_err(invalid)?;
@@ -41,22 +48,47 @@ pub async fn fresh_read(base: Dataset, writer: Option<&TableWriter>, query: Fres
 /// Newest write per `id` wins.
 pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Result<LsmScanner> {
     let table = base.uri().to_owned();
-    let lance = |action: &'static str| LanceSnafu { action, table: table.clone() };
-    let details = base.mem_wal_index_details().await.context(lance("read index"))?;
+    let lance = |action: &'static str| LanceSnafu {
+        action,
+        table: table.clone(),
+    };
+    let details = base
+        .mem_wal_index_details()
+        .await
+        .context(lance("read index"))?;
     // The latest version knows every shard, even ones created after `base`.
     let mut latest = base.clone();
     latest.checkout_latest().await.context(lance("refresh"))?;
-    let object_store = latest.object_store(None).await.context(lance("object store"))?;
+    let object_store = latest
+        .object_store(None)
+        .await
+        .context(lance("object store"))?;
     let mut snapshots = Vec::new();
-    for shard in latest.list_mem_wal_latest_shard_ids().await.context(lance("list shards"))? {
+    for shard in latest
+        .list_mem_wal_latest_shard_ids()
+        .await
+        .context(lance("list shards"))?
+    {
         let compacted = details
             .as_ref()
             .and_then(|d| d.compacted_sstables.iter().find(|c| c.shard_id == shard))
             .map(|c| c.generation);
-        let store = ShardManifestStore::new(object_store.clone(), &latest.branch_location().path, shard, 2);
-        let Some(manifest) = store.latest().await.context(lance("read shard manifest"))? else { continue };
-        let mut snapshot = ShardSnapshot::new(shard).with_current_generation(manifest.current_generation);
-        for sstable in manifest.sstables.iter().filter(|s| compacted.is_none_or(|mark| s.generation > mark)) {
+        let store = ShardManifestStore::new(
+            object_store.clone(),
+            &latest.branch_location().path,
+            shard,
+            2,
+        );
+        let Some(manifest) = store.latest().await.context(lance("read shard manifest"))? else {
+            continue;
+        };
+        let mut snapshot =
+            ShardSnapshot::new(shard).with_current_generation(manifest.current_generation);
+        for sstable in manifest
+            .sstables
+            .iter()
+            .filter(|s| compacted.is_none_or(|mark| s.generation > mark))
+        {
             snapshot = snapshot.with_sstable(sstable.generation, sstable.path.clone());
         }
         snapshots.push(snapshot);
@@ -64,7 +96,10 @@ pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Resul
     let mut scanner = LsmScanner::new(Arc::new(base), snapshots, vec!["id".to_owned()]);
     if let Some(writer) = writer {
         for (shard, shard_writer) in writer.shards() {
-            let memtables = shard_writer.in_memory_memtable_refs().await.map_err(|e| from_lance(&table, shard, "read memtables", e))?;
+            let memtables = shard_writer
+                .in_memory_memtable_refs()
+                .await
+                .map_err(|e| from_lance(&table, shard, "read memtables", e))?;
             scanner = scanner.with_in_memory_memtables(*shard, memtables);
         }
     }

@@ -58,11 +58,22 @@ impl WriterSettings {
     }
 
     /// Read the settings recorded in a table's MemWAL index; missing keys keep `fallback`'s.
-    pub fn from_recorded(recorded: &HashMap<String, String>, fallback: &WriterSettings) -> WriterSettings {
-        let read = |key: &str, default: usize| recorded.get(key).and_then(|v| v.parse().ok()).unwrap_or(default);
+    pub fn from_recorded(
+        recorded: &HashMap<String, String>,
+        fallback: &WriterSettings,
+    ) -> WriterSettings {
+        let read = |key: &str, default: usize| {
+            recorded
+                .get(key)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
         WriterSettings {
             wal_buffer_bytes: read(BUFFER, fallback.wal_buffer_bytes),
-            wal_flush_interval: Duration::from_millis(read(INTERVAL, fallback.wal_flush_interval.as_millis() as usize) as u64),
+            wal_flush_interval: Duration::from_millis(read(
+                INTERVAL,
+                fallback.wal_flush_interval.as_millis() as usize,
+            ) as u64),
             memtable_rows: read(ROWS, fallback.memtable_rows),
             memtable_bytes: read(BYTES, fallback.memtable_bytes),
             max_unflushed_bytes: read(UNFLUSHED, fallback.max_unflushed_bytes),

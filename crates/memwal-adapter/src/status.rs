@@ -41,26 +41,64 @@ pub struct TableState {
 
 /// The MemWAL state of `table` at its latest version, or `None` if it is not enrolled.
 pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<TableState>> {
-    let dataset = store.open_dataset(table, None).await.context(StorageSnafu)?;
+    let dataset = store
+        .open_dataset(table, None)
+        .await
+        .context(StorageSnafu)?;
     let lance = |action: &'static str| LanceSnafu { action, table };
-    let Some(details) = dataset.mem_wal_index_details().await.context(lance("read index"))? else {
+    let Some(details) = dataset
+        .mem_wal_index_details()
+        .await
+        .context(lance("read index"))?
+    else {
         return Ok(None);
     };
     let mut shards = Vec::new();
-    for shard in dataset.list_mem_wal_latest_shard_ids().await.context(lance("list shards"))? {
-        let compacted = details.compacted_sstables.iter().find(|c| c.shard_id == shard).map(|c| c.generation);
+    for shard in dataset
+        .list_mem_wal_latest_shard_ids()
+        .await
+        .context(lance("list shards"))?
+    {
+        let compacted = details
+            .compacted_sstables
+            .iter()
+            .find(|c| c.shard_id == shard)
+            .map(|c| c.generation);
         shards.push(shard_state(store, &dataset, table, shard, compacted).await?);
     }
-    Ok(Some(TableState { table: table.to_owned(), shards }))
+    Ok(Some(TableState {
+        table: table.to_owned(),
+        shards,
+    }))
 }
 
-async fn shard_state(store: &GraphStore, dataset: &Dataset, table: &str, shard: Uuid, compacted: Option<u64>) -> Result<ShardState> {
+async fn shard_state(
+    store: &GraphStore,
+    dataset: &Dataset,
+    table: &str,
+    shard: Uuid,
+    compacted: Option<u64>,
+) -> Result<ShardState> {
     let lance = |action: &'static str| LanceSnafu { action, table };
-    let object_store = dataset.object_store(None).await.context(lance("object store"))?;
-    let manifests = ShardManifestStore::new(object_store, &dataset.branch_location().path, shard, 2);
-    let manifest = manifests.latest().await.context(lance("read shard manifest"))?;
+    let object_store = dataset
+        .object_store(None)
+        .await
+        .context(lance("object store"))?;
+    let manifests =
+        ShardManifestStore::new(object_store, &dataset.branch_location().path, shard, 2);
+    let manifest = manifests
+        .latest()
+        .await
+        .context(lance("read shard manifest"))?;
     let Some(manifest) = manifest else {
-        return Ok(ShardState { shard, writer_epoch: 0, current_generation: 0, compacted_through: compacted, pending: vec![], oldest_pending_at: None });
+        return Ok(ShardState {
+            shard,
+            writer_epoch: 0,
+            current_generation: 0,
+            compacted_through: compacted,
+            pending: vec![],
+            oldest_pending_at: None,
+        });
     };
     let pending: Vec<PendingGeneration> = manifest
         .sstables
@@ -74,7 +112,13 @@ async fn shard_state(store: &GraphStore, dataset: &Dataset, table: &str, shard: 
         })
         .collect();
     let oldest_pending_at = match pending.iter().min_by_key(|p| p.generation) {
-        Some(oldest) => store.modified(&format!("{table}/_mem_wal/{shard}/{}/_versions", oldest.path)).await.context(StorageSnafu)?,
+        Some(oldest) => store
+            .modified(&format!(
+                "{table}/_mem_wal/{shard}/{}/_versions",
+                oldest.path
+            ))
+            .await
+            .context(StorageSnafu)?,
         None => None,
     };
     Ok(ShardState {

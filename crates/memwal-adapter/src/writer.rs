@@ -28,7 +28,10 @@ pub enum Sharding {
 /// The shard of bucket `bucket` of `table`: derived, so every process agrees on it and two
 /// writers of the same bucket fence each other.
 pub fn shard_id(table: &str, bucket: u32) -> Uuid {
-    Uuid::new_v5(&Uuid::NAMESPACE_URL, format!("tributary:{table}#{bucket}").as_bytes())
+    Uuid::new_v5(
+        &Uuid::NAMESPACE_URL,
+        format!("tributary:{table}#{bucket}").as_bytes(),
+    )
 }
 
 /// An enrolled table: its MemWAL index exists and its key is Lance's primary key.
@@ -44,34 +47,68 @@ pub struct Enrolled {
 
 /// Enrol `table` for streaming writes. Idempotent, and safe when processes race: a lost
 /// race on the index is the "already initialized" case.
-pub async fn enroll(store: &GraphStore, table: &str, sharding: Sharding, defaults: &WriterSettings) -> Result<Enrolled> {
-    let mut dataset = store.open_dataset(table, None).await.context(StorageSnafu)?;
+pub async fn enroll(
+    store: &GraphStore,
+    table: &str,
+    sharding: Sharding,
+    defaults: &WriterSettings,
+) -> Result<Enrolled> {
+    let mut dataset = store
+        .open_dataset(table, None)
+        .await
+        .context(StorageSnafu)?;
     ensure_primary_key(&mut dataset, table).await?;
     let lance = |action: &'static str| LanceSnafu { action, table };
-    if dataset.mem_wal_index_details().await.context(lance("read index"))?.is_none() {
+    if dataset
+        .mem_wal_index_details()
+        .await
+        .context(lance("read index"))?
+        .is_none()
+    {
         let builder = dataset.initialize_mem_wal();
         let builder = match sharding {
             Sharding::Unsharded => builder.unsharded(),
             Sharding::Buckets(n) => builder.bucket_sharding("id", n),
         };
-        let outcome = builder.writer_config_defaults(defaults.writer_config(Uuid::nil())).execute().await;
+        let outcome = builder
+            .writer_config_defaults(defaults.writer_config(Uuid::nil()))
+            .execute()
+            .await;
         match outcome {
             Ok(()) => {}
             Err(error) if is_lost_race(&error) => {
                 dataset.checkout_latest().await.context(lance("refresh"))?;
             }
-            Err(source) => return Err(Error::Lance { action: "initialize".into(), table: table.into(), source }),
+            Err(source) => {
+                return Err(Error::Lance {
+                    action: "initialize".into(),
+                    table: table.into(),
+                    source,
+                })
+            }
         }
     }
     let details = dataset
         .mem_wal_index_details()
         .await
         .context(lance("read index"))?
-        .ok_or_else(|| Error::InvalidSetting { table: table.into(), message: "MemWAL index missing after initialization".into() })?;
+        .ok_or_else(|| Error::InvalidSetting {
+            table: table.into(),
+            message: "MemWAL index missing after initialization".into(),
+        })?;
     let settings = WriterSettings::from_recorded(&details.writer_config_defaults, defaults);
     let buckets = details.num_shards.max(1);
-    let spec = details.sharding_specs.first().cloned().filter(|_| buckets > 1);
-    Ok(Enrolled { table: table.to_owned(), settings, shards: (0..buckets).map(|b| shard_id(table, b)).collect(), spec })
+    let spec = details
+        .sharding_specs
+        .first()
+        .cloned()
+        .filter(|_| buckets > 1);
+    Ok(Enrolled {
+        table: table.to_owned(),
+        settings,
+        shards: (0..buckets).map(|b| shard_id(table, b)).collect(),
+        spec,
+    })
 }
 
 fn is_lost_race(error: &lance::Error) -> bool {
@@ -87,11 +124,20 @@ fn is_lost_race(error: &lance::Error) -> bool {
 /// `id` must be the table's (only) unenforced primary key: set it when there is none,
 /// accept it when it is `id`, refuse anything else (Lance never changes it once set).
 async fn ensure_primary_key(dataset: &mut Dataset, table: &str) -> Result<()> {
-    let keys: Vec<String> = dataset.schema().unenforced_primary_key().iter().map(|f| f.name.clone()).collect();
+    let keys: Vec<String> = dataset
+        .schema()
+        .unenforced_primary_key()
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
     match keys.as_slice() {
         [key] if key == "id" => Ok(()),
         [] => {
-            let lance = |source| Error::Lance { action: "set primary key".into(), table: table.into(), source };
+            let lance = |source| Error::Lance {
+                action: "set primary key".into(),
+                table: table.into(),
+                source,
+            };
             let builder = dataset
                 .update_field_metadata()
                 .update("id", [(LANCE_UNENFORCED_PRIMARY_KEY_POSITION, "1")])
@@ -99,7 +145,10 @@ async fn ensure_primary_key(dataset: &mut Dataset, table: &str) -> Result<()> {
             builder.await.map_err(lance)?;
             Ok(())
         }
-        other => Err(Error::PrimaryKeyMismatch { table: table.into(), found: other.join(", ") }),
+        other => Err(Error::PrimaryKeyMismatch {
+            table: table.into(),
+            found: other.join(", "),
+        }),
     }
 }
 
@@ -116,19 +165,33 @@ impl TableWriter {
     /// and replays their durable WAL.
     pub async fn open(store: &GraphStore, enrolled: &Enrolled) -> Result<TableWriter> {
         let table = enrolled.table.as_str();
-        let dataset = store.open_dataset(table, None).await.context(StorageSnafu)?;
+        let dataset = store
+            .open_dataset(table, None)
+            .await
+            .context(StorageSnafu)?;
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
         let opens = enrolled.shards.iter().map(|&shard| {
             let dataset = &dataset;
             let config = enrolled.settings.writer_config(shard);
             async move {
-                let writer = dataset.mem_wal_writer(shard, config).await.map_err(|e| from_lance(table, &shard, "open writer", e))?;
+                let writer = dataset
+                    .mem_wal_writer(shard, config)
+                    .await
+                    .map_err(|e| from_lance(table, &shard, "open writer", e))?;
                 Ok::<_, Error>((shard, writer))
             }
         });
         let shards = try_join_all(opens).await?;
-        let routing = enrolled.spec.clone().map(|spec| (spec, dataset.schema().clone()));
-        Ok(TableWriter { table: enrolled.table.clone(), schema, shards, routing })
+        let routing = enrolled
+            .spec
+            .clone()
+            .map(|spec| (spec, dataset.schema().clone()));
+        Ok(TableWriter {
+            table: enrolled.table.clone(),
+            schema,
+            shards,
+            routing,
+        })
     }
 
     pub fn table(&self) -> &str {
@@ -137,24 +200,43 @@ impl TableWriter {
 
     /// Write `batch` and return once every row is durable in the WAL.
     pub async fn put(&self, batch: &RecordBatch) -> Result<()> {
-        let batch = RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec())
-            .map_err(|e| Error::InvalidSetting { table: self.table.clone(), message: format!("batch does not match the table: {e}") })?;
+        let batch =
+            RecordBatch::try_new(self.schema.clone(), batch.columns().to_vec()).map_err(|e| {
+                Error::InvalidSetting {
+                    table: self.table.clone(),
+                    message: format!("batch does not match the table: {e}"),
+                }
+            })?;
         match &self.routing {
             None => self.put_on(0, batch).await,
             Some((spec, schema)) => {
-                let buckets = evaluate_sharding_spec(&batch, spec, schema)
-                    .map_err(|source| Error::Lance { action: "route".into(), table: self.table.clone(), source })?;
+                let buckets = evaluate_sharding_spec(&batch, spec, schema).map_err(|source| {
+                    Error::Lance {
+                        action: "route".into(),
+                        table: self.table.clone(),
+                        source,
+                    }
+                })?;
                 let buckets = buckets
                     .column(0)
                     .as_any()
                     .downcast_ref::<Int32Array>()
                     .cloned()
-                    .ok_or_else(|| Error::InvalidSetting { table: self.table.clone(), message: "bucket column is not Int32".into() })?;
+                    .ok_or_else(|| Error::InvalidSetting {
+                        table: self.table.clone(),
+                        message: "bucket column is not Int32".into(),
+                    })?;
                 let mut parts = Vec::new();
                 for b in 0..self.shards.len() {
-                    let mask: BooleanArray = buckets.iter().map(|v| Some(v == Some(b as i32))).collect();
-                    let part = arrow_select::filter::filter_record_batch(&batch, &mask)
-                        .map_err(|e| Error::InvalidSetting { table: self.table.clone(), message: format!("routing failed: {e}") })?;
+                    let mask: BooleanArray =
+                        buckets.iter().map(|v| Some(v == Some(b as i32))).collect();
+                    let part =
+                        arrow_select::filter::filter_record_batch(&batch, &mask).map_err(|e| {
+                            Error::InvalidSetting {
+                                table: self.table.clone(),
+                                message: format!("routing failed: {e}"),
+                            }
+                        })?;
                     if part.num_rows() > 0 {
                         parts.push((b, part));
                     }
@@ -163,17 +245,26 @@ impl TableWriter {
                 if routed != batch.num_rows() {
                     return Err(Error::InvalidSetting {
                         table: self.table.clone(),
-                        message: format!("{} of {} rows map to no shard", batch.num_rows() - routed, batch.num_rows()),
+                        message: format!(
+                            "{} of {} rows map to no shard",
+                            batch.num_rows() - routed,
+                            batch.num_rows()
+                        ),
                     });
                 }
-                try_join_all(parts.into_iter().map(|(b, part)| self.put_on(b, part))).await.map(|_| ())
+                try_join_all(parts.into_iter().map(|(b, part)| self.put_on(b, part)))
+                    .await
+                    .map(|_| ())
             }
         }
     }
 
     async fn put_on(&self, bucket: usize, batch: RecordBatch) -> Result<()> {
         let (shard, writer) = &self.shards[bucket];
-        writer.put(vec![batch]).await.map_err(|e| from_lance(&self.table, shard, "put", e))?;
+        writer
+            .put(vec![batch])
+            .await
+            .map_err(|e| from_lance(&self.table, shard, "put", e))?;
         Ok(())
     }
 
@@ -186,7 +277,10 @@ impl TableWriter {
     pub async fn unflushed_rows(&self) -> Result<u64> {
         let mut rows = 0;
         for (shard, writer) in &self.shards {
-            let stats = writer.memtable_stats().await.map_err(|e| from_lance(&self.table, shard, "memtable stats", e))?;
+            let stats = writer
+                .memtable_stats()
+                .await
+                .map_err(|e| from_lance(&self.table, shard, "memtable stats", e))?;
             rows += stats.row_count as u64;
         }
         Ok(rows)
@@ -195,14 +289,19 @@ impl TableWriter {
     /// Flush the WAL and the memtables to generations, and release the shards.
     pub async fn close(self) -> Result<()> {
         for (shard, writer) in self.shards {
-            writer.close().await.map_err(|e| from_lance(&self.table, &shard, "close", e))?;
+            writer
+                .close()
+                .await
+                .map_err(|e| from_lance(&self.table, &shard, "close", e))?;
         }
         Ok(())
     }
 
     /// Bytes written but not yet flushed to a generation, over all shards.
     pub fn unflushed_bytes(&self) -> usize {
-        self.shards.iter().map(|(_, w)| w.memory().unflushed_bytes()).sum()
+        self.shards
+            .iter()
+            .map(|(_, w)| w.memory().unflushed_bytes())
+            .sum()
     }
 }
-

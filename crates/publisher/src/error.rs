@@ -9,7 +9,11 @@ pub enum Error {
         expected.as_deref().unwrap_or("<none>"),
         actual.as_deref().unwrap_or("<none>")
     ))]
-    Conflict { branch: String, expected: Option<String>, actual: Option<String> },
+    Conflict {
+        branch: String,
+        expected: Option<String>,
+        actual: Option<String>,
+    },
 
     #[snafu(display("branch `{branch}` does not exist"))]
     BranchNotFound { branch: String },
@@ -24,10 +28,16 @@ pub enum Error {
     NotAGraph { uri: String },
 
     #[snafu(display("the manifest row `{key}` is corrupt: {source}"))]
-    CorruptRow { key: String, source: serde_json::Error },
+    CorruptRow {
+        key: String,
+        source: serde_json::Error,
+    },
 
     #[snafu(display("manifest {action} failed: {source}"))]
-    Lance { action: String, source: lance::Error },
+    Lance {
+        action: String,
+        source: lance::Error,
+    },
 
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },

@@ -27,7 +27,9 @@ use crate::error::{
     AlreadyExistsSnafu, BranchNotFoundSnafu, CommitNotFoundSnafu, CorruptRowSnafu, Error,
     LanceSnafu, NotAGraphSnafu, Result, StorageSnafu,
 };
-use crate::record::{new_commit_id, now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord};
+use crate::record::{
+    new_commit_id, now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord,
+};
 use crate::Publisher;
 
 pub const MANIFEST_PATH: &str = "__manifest.lance";
@@ -101,8 +103,15 @@ impl ManifestCasPublisher {
         tables: std::collections::BTreeMap<String, u64>,
         actor: &str,
     ) -> Result<(Self, CommitRecord)> {
-        if store.dataset_exists(MANIFEST_PATH).await.context(StorageSnafu)? {
-            return AlreadyExistsSnafu { uri: store.root().display().to_string() }.fail();
+        if store
+            .dataset_exists(MANIFEST_PATH)
+            .await
+            .context(StorageSnafu)?
+        {
+            return AlreadyExistsSnafu {
+                uri: store.root().display().to_string(),
+            }
+            .fail();
         }
         let first = CommitRecord {
             id: new_commit_id(),
@@ -122,25 +131,51 @@ impl ManifestCasPublisher {
         ];
         let uri = store.uri_of(MANIFEST_PATH);
         let reader = RecordBatchIterator::new(vec![Ok(rows_batch(&rows))], manifest_schema());
-        let dataset = Dataset::write(reader, uri.as_str(), Some(store.write_params(WriteMode::Create)))
-            .await
-            .context(LanceSnafu { action: "create" })?;
-        Ok((Self { store: store.clone(), dataset: Mutex::new(dataset) }, first))
+        let dataset = Dataset::write(
+            reader,
+            uri.as_str(),
+            Some(store.write_params(WriteMode::Create)),
+        )
+        .await
+        .context(LanceSnafu { action: "create" })?;
+        Ok((
+            Self {
+                store: store.clone(),
+                dataset: Mutex::new(dataset),
+            },
+            first,
+        ))
     }
 
     /// Open the manifest of an existing graph.
     pub async fn open(store: &GraphStore) -> Result<Self> {
-        if !store.dataset_exists(MANIFEST_PATH).await.context(StorageSnafu)? {
-            return NotAGraphSnafu { uri: store.root().display().to_string() }.fail();
+        if !store
+            .dataset_exists(MANIFEST_PATH)
+            .await
+            .context(StorageSnafu)?
+        {
+            return NotAGraphSnafu {
+                uri: store.root().display().to_string(),
+            }
+            .fail();
         }
-        let dataset = store.open_dataset(MANIFEST_PATH, None).await.context(StorageSnafu)?;
-        Ok(Self { store: store.clone(), dataset: Mutex::new(dataset) })
+        let dataset = store
+            .open_dataset(MANIFEST_PATH, None)
+            .await
+            .context(StorageSnafu)?;
+        Ok(Self {
+            store: store.clone(),
+            dataset: Mutex::new(dataset),
+        })
     }
 
     /// Lance version of the manifest table (for tests and diagnostics).
     pub async fn manifest_version(&self) -> Result<u64> {
         let mut dataset = self.dataset.lock().await;
-        dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+        dataset
+            .checkout_latest()
+            .await
+            .context(LanceSnafu { action: "refresh" })?;
         Ok(dataset.version().version)
     }
 
@@ -151,14 +186,21 @@ impl ManifestCasPublisher {
 
     async fn latest(&self) -> Result<tokio::sync::MutexGuard<'_, Dataset>> {
         let mut dataset = self.dataset.lock().await;
-        dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+        dataset
+            .checkout_latest()
+            .await
+            .context(LanceSnafu { action: "refresh" })?;
         Ok(dataset)
     }
 
     async fn read_rows(dataset: &Dataset, filter: &str) -> Result<HashMap<String, String>> {
         let mut scan = dataset.scan();
-        scan.filter(filter).context(LanceSnafu { action: "filter" })?;
-        let batch = scan.try_into_batch().await.context(LanceSnafu { action: "scan" })?;
+        scan.filter(filter)
+            .context(LanceSnafu { action: "filter" })?;
+        let batch = scan
+            .try_into_batch()
+            .await
+            .context(LanceSnafu { action: "scan" })?;
         let keys = string_column(&batch, "key");
         let values = string_column(&batch, "value");
         let mut rows = HashMap::with_capacity(batch.num_rows());
@@ -189,7 +231,10 @@ impl ManifestCasPublisher {
         if dataset.get_fragments().len() <= MAX_FRAGMENTS {
             return;
         }
-        let options = CompactionOptions { materialize_deletions_threshold: 0.0, ..Default::default() };
+        let options = CompactionOptions {
+            materialize_deletions_threshold: 0.0,
+            ..Default::default()
+        };
         if let Err(error) = compact_files(dataset, options, None).await {
             tracing::warn!(%error, "manifest compaction failed; will retry on a later publish");
         }
@@ -197,7 +242,10 @@ impl ManifestCasPublisher {
 }
 
 fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
-    batch.column_by_name(name)?.as_any().downcast_ref::<StringArray>()
+    batch
+        .column_by_name(name)?
+        .as_any()
+        .downcast_ref::<StringArray>()
 }
 
 #[async_trait]
@@ -207,7 +255,11 @@ impl Publisher for ManifestCasPublisher {
         let head = Self::read_head(&dataset, &plan.branch).await?;
         let actual = head.as_ref().map(|h| h.id.clone());
         if actual != plan.expected_head {
-            return Err(Error::Conflict { branch: plan.branch, expected: plan.expected_head, actual });
+            return Err(Error::Conflict {
+                branch: plan.branch,
+                expected: plan.expected_head,
+                actual,
+            });
         }
         // Lance table history is linear: a newer version holds every older write, so a
         // publish never lowers a pin (a late recovery must not roll a table back).
@@ -228,22 +280,31 @@ impl Publisher for ManifestCasPublisher {
             intent: plan.intent,
         };
         let json = to_json(&record);
-        let batch = rows_batch(&[(head_key(&plan.branch), json.clone()), (commit_key(&record.id), json)]);
+        let batch = rows_batch(&[
+            (head_key(&plan.branch), json.clone()),
+            (commit_key(&record.id), json),
+        ]);
 
-        let mut builder = MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".to_owned()])
-            .context(LanceSnafu { action: "publish" })?;
+        let mut builder =
+            MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".to_owned()])
+                .context(LanceSnafu { action: "publish" })?;
         builder
             .when_matched(WhenMatched::UpdateAll)
             .when_not_matched(WhenNotMatched::InsertAll)
             .conflict_retries(0)
             .skip_auto_cleanup(true);
-        let job = builder.try_build().context(LanceSnafu { action: "publish" })?;
+        let job = builder
+            .try_build()
+            .context(LanceSnafu { action: "publish" })?;
         match job.execute_batches(vec![batch]).await {
             Ok((published, _stats)) => {
                 *dataset = published.as_ref().clone();
             }
             Err(error) if is_commit_conflict(&error) => {
-                dataset.checkout_latest().await.context(LanceSnafu { action: "refresh" })?;
+                dataset
+                    .checkout_latest()
+                    .await
+                    .context(LanceSnafu { action: "refresh" })?;
                 let actual = Self::read_head(&dataset, &plan.branch).await?.map(|h| h.id);
                 return Err(Error::Conflict {
                     branch: plan.branch,
@@ -251,7 +312,12 @@ impl Publisher for ManifestCasPublisher {
                     actual,
                 });
             }
-            Err(source) => return Err(Error::Lance { action: "publish".to_owned(), source }),
+            Err(source) => {
+                return Err(Error::Lance {
+                    action: "publish".to_owned(),
+                    source,
+                })
+            }
         }
         Self::maintain(&mut dataset).await;
         Ok(record)
@@ -259,20 +325,30 @@ impl Publisher for ManifestCasPublisher {
 
     async fn head(&self, branch: &str) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
-        Self::read_head(&dataset, branch).await?.context(BranchNotFoundSnafu { branch })
+        Self::read_head(&dataset, branch)
+            .await?
+            .context(BranchNotFoundSnafu { branch })
     }
 
     async fn commit(&self, id: &str) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
         let key = commit_key(id);
-        let value = Self::read_row(&dataset, &key).await?.context(CommitNotFoundSnafu { id })?;
+        let value = Self::read_row(&dataset, &key)
+            .await?
+            .context(CommitNotFoundSnafu { id })?;
         parse(&key, &value)
     }
 
     async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
         let dataset = self.latest().await?;
-        let head = Self::read_head(&dataset, branch).await?.context(BranchNotFoundSnafu { branch })?;
-        let rows = Self::read_rows(&dataset, &format!("starts_with(key, {})", quote(COMMIT_PREFIX))).await?;
+        let head = Self::read_head(&dataset, branch)
+            .await?
+            .context(BranchNotFoundSnafu { branch })?;
+        let rows = Self::read_rows(
+            &dataset,
+            &format!("starts_with(key, {})", quote(COMMIT_PREFIX)),
+        )
+        .await?;
         let mut log = Vec::new();
         let mut next = Some(head.id);
         while let Some(id) = next {
@@ -294,7 +370,9 @@ impl Publisher for ManifestCasPublisher {
         let dataset = self.latest().await?;
         let value = Self::read_row(&dataset, SCHEMA_KEY)
             .await?
-            .context(NotAGraphSnafu { uri: self.store.root().display().to_string() })?;
+            .context(NotAGraphSnafu {
+                uri: self.store.root().display().to_string(),
+            })?;
         parse(SCHEMA_KEY, &value)
     }
 }

@@ -95,11 +95,19 @@ impl OpCounter {
     }
 
     pub fn snapshot(&self) -> OpCounts {
-        OpCounts(self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone())
+        OpCounts(
+            self.counts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        )
     }
 
     pub fn reset(&self) {
-        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -109,11 +117,19 @@ impl OpCounts {
     }
 
     pub fn of_kind(&self, kind: OpKind) -> u64 {
-        self.0.iter().filter(|((k, _), _)| *k == kind).map(|(_, n)| n).sum()
+        self.0
+            .iter()
+            .filter(|((k, _), _)| *k == kind)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     pub fn of_class(&self, class: PathClass) -> u64 {
-        self.0.iter().filter(|((_, c), _)| *c == class).map(|(_, n)| n).sum()
+        self.0
+            .iter()
+            .filter(|((_, c), _)| *c == class)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Operations recorded in `self` but not in `earlier`.
@@ -179,8 +195,16 @@ impl ObjectStore for CountingStore {
         self.inner.put_multipart_opts(location, opts).await
     }
 
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> object_store::Result<GetResult> {
-        let kind = if options.head { OpKind::Head } else { OpKind::Get };
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let kind = if options.head {
+            OpKind::Head
+        } else {
+            OpKind::Get
+        };
         self.counter.record(kind, location);
         self.inner.get_opts(location, options).await
     }
@@ -211,7 +235,8 @@ impl ObjectStore for CountingStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.counter.record(OpKind::List, prefix.unwrap_or(&Path::default()));
+        self.counter
+            .record(OpKind::List, prefix.unwrap_or(&Path::default()));
         self.inner.list(prefix)
     }
 
@@ -220,16 +245,23 @@ impl ObjectStore for CountingStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        self.counter.record(OpKind::List, prefix.unwrap_or(&Path::default()));
+        self.counter
+            .record(OpKind::List, prefix.unwrap_or(&Path::default()));
         self.inner.list_with_offset(prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        self.counter.record(OpKind::List, prefix.unwrap_or(&Path::default()));
+        self.counter
+            .record(OpKind::List, prefix.unwrap_or(&Path::default()));
         self.inner.list_with_delimiter(prefix).await
     }
 
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> object_store::Result<()> {
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
         self.counter.record(OpKind::Copy, to);
         self.inner.copy_opts(from, to, options).await
     }

@@ -10,7 +10,10 @@ pub enum Error {
     Lance { uri: String, source: lance::Error },
 
     #[snafu(display("object store error on `{path}`: {source}"))]
-    ObjectStore { path: String, source: object_store::Error },
+    ObjectStore {
+        path: String,
+        source: object_store::Error,
+    },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -119,16 +119,22 @@ impl GraphStore {
     ) -> Result<Dataset> {
         let uri = self.uri_of(relative);
         let reader = arrow_array::RecordBatchIterator::new(Vec::new(), schema);
-        Dataset::write(reader, uri.as_str(), Some(self.write_params(WriteMode::Create)))
-            .await
-            .context(LanceSnafu { uri })
+        Dataset::write(
+            reader,
+            uri.as_str(),
+            Some(self.write_params(WriteMode::Create)),
+        )
+        .await
+        .context(LanceSnafu { uri })
     }
 
     /// Whether the dataset at `relative` exists (has at least one version).
     pub async fn dataset_exists(&self, relative: &str) -> Result<bool> {
         let prefix = self.path_of(&format!("{relative}/_versions"));
         let mut listing = self.raw.list(Some(&prefix));
-        let first = listing.try_next().await.context(ObjectStoreSnafu { path: prefix.to_string() })?;
+        let first = listing.try_next().await.context(ObjectStoreSnafu {
+            path: prefix.to_string(),
+        })?;
         Ok(first.is_some())
     }
 
@@ -138,7 +144,9 @@ impl GraphStore {
         self.raw
             .put(&path, PutPayload::from(bytes))
             .await
-            .context(ObjectStoreSnafu { path: path.to_string() })?;
+            .context(ObjectStoreSnafu {
+                path: path.to_string(),
+            })?;
         Ok(())
     }
 
@@ -147,11 +155,15 @@ impl GraphStore {
         let path = self.path_of(relative);
         match self.raw.get(&path).await {
             Ok(result) => {
-                let bytes = result.bytes().await.context(ObjectStoreSnafu { path: path.to_string() })?;
+                let bytes = result.bytes().await.context(ObjectStoreSnafu {
+                    path: path.to_string(),
+                })?;
                 Ok(Some(bytes.to_vec()))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(source).context(ObjectStoreSnafu { path: path.to_string() }),
+            Err(source) => Err(source).context(ObjectStoreSnafu {
+                path: path.to_string(),
+            }),
         }
     }
 
@@ -160,7 +172,9 @@ impl GraphStore {
         let path = self.path_of(relative);
         match self.raw.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(source) => Err(source).context(ObjectStoreSnafu { path: path.to_string() }),
+            Err(source) => Err(source).context(ObjectStoreSnafu {
+                path: path.to_string(),
+            }),
         }
     }
 
@@ -170,7 +184,11 @@ impl GraphStore {
         let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-            Err(source) => return Err(source).context(ObjectStoreSnafu { path: prefix.to_string() }),
+            Err(source) => {
+                return Err(source).context(ObjectStoreSnafu {
+                    path: prefix.to_string(),
+                })
+            }
         };
         let mut names: Vec<String> = listing
             .objects
@@ -187,7 +205,9 @@ impl GraphStore {
         match self.raw.head(&path).await {
             Ok(meta) => Ok(Some(meta.last_modified.into())),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(source) => Err(source).context(ObjectStoreSnafu { path: path.to_string() }),
+            Err(source) => Err(source).context(ObjectStoreSnafu {
+                path: path.to_string(),
+            }),
         }
     }
 
@@ -197,9 +217,17 @@ impl GraphStore {
         let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(source) => return Err(source).context(ObjectStoreSnafu { path: prefix.to_string() }),
+            Err(source) => {
+                return Err(source).context(ObjectStoreSnafu {
+                    path: prefix.to_string(),
+                })
+            }
         };
-        Ok(listing.objects.iter().map(|meta| std::time::SystemTime::from(meta.last_modified)).min())
+        Ok(listing
+            .objects
+            .iter()
+            .map(|meta| std::time::SystemTime::from(meta.last_modified))
+            .min())
     }
 
     fn path_of(&self, relative: &str) -> Path {
@@ -222,13 +250,20 @@ fn local_root(uri: &str) -> Result<std::path::PathBuf> {
         std::path::PathBuf::from(uri)
     };
     if path.as_os_str().is_empty() {
-        return InvalidUriSnafu { uri, reason: "the path is empty" }.fail();
+        return InvalidUriSnafu {
+            uri,
+            reason: "the path is empty",
+        }
+        .fail();
     }
     let absolute = if path.is_absolute() {
         path
     } else {
         std::env::current_dir()
-            .map_err(|e| Error::InvalidUri { uri: uri.to_owned(), reason: e.to_string() })?
+            .map_err(|e| Error::InvalidUri {
+                uri: uri.to_owned(),
+                reason: e.to_string(),
+            })?
             .join(path)
     };
     // Normalise `.`/`..` lexically; the directory may not exist yet.
@@ -253,16 +288,28 @@ mod tests {
     fn roots_are_absolute_and_clean() {
         let store = GraphStore::new("file:///tmp/a/../b/./g").unwrap();
         assert_eq!(store.root(), std::path::Path::new("/tmp/b/g"));
-        assert_eq!(store.uri_of("nodes/P.lance"), "file-object-store:///tmp/b/g/nodes/P.lance");
+        assert_eq!(
+            store.uri_of("nodes/P.lance"),
+            "file-object-store:///tmp/b/g/nodes/P.lance"
+        );
         assert!(GraphStore::new("s3://bucket/x").is_err());
         assert!(GraphStore::new("").is_err());
     }
 
     #[test]
     fn path_classes() {
-        assert_eq!(PathClass::of("g/__manifest.lance/_versions/1.manifest"), PathClass::Manifest);
-        assert_eq!(PathClass::of("g/nodes/P.lance/data/x.lance"), PathClass::Data);
-        assert_eq!(PathClass::of("g/nodes/P.lance/_mem_wal/0/wal/1.arrow"), PathClass::MemWal);
+        assert_eq!(
+            PathClass::of("g/__manifest.lance/_versions/1.manifest"),
+            PathClass::Manifest
+        );
+        assert_eq!(
+            PathClass::of("g/nodes/P.lance/data/x.lance"),
+            PathClass::Data
+        );
+        assert_eq!(
+            PathClass::of("g/nodes/P.lance/_mem_wal/0/wal/1.arrow"),
+            PathClass::MemWal
+        );
         assert_eq!(PathClass::of("g/__recovery/x.json"), PathClass::Recovery);
     }
 }

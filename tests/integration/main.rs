@@ -10,4 +10,4 @@ mod storage;
 
 /// Failpoints are process-global: tests that configure them take this lock (nextest runs
 /// each test in its own process anyway; `cargo test` does not).
-pub static FAILPOINTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub static FAILPOINTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -29,7 +29,7 @@ async fn rows(graph: &Graph, ty: &str) -> usize {
 async fn crash_at(point: &str) -> (tempfile::TempDir, Graph) {
     let (dir, uri, graph) = temp_graph().await;
     {
-        let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = FAILPOINTS.lock().await;
         let scenario = fail::FailScenario::setup();
         fail::cfg(point, "return").unwrap();
         let error = graph
@@ -111,7 +111,7 @@ async fn crash_after_publish_only_deletes_the_sidecar() {
 async fn recovery_reports_what_it_did() {
     let (_dir, uri, graph) = temp_graph().await;
     {
-        let _lock = FAILPOINTS.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = FAILPOINTS.lock().await;
         let scenario = fail::FailScenario::setup();
         fail::cfg("load::before-publish", "return").unwrap();
         graph

@@ -141,8 +141,14 @@ fn bench(extra: &[String]) -> Result {
     ])?)
 }
 
+/// Build flags shared by `test` and `demo`: Cargo resolves features per invocation, and a
+/// different set (say `-p tributary-cli` alone) would compile Lance a second time.
+const WORKSPACE: [&str; 4] = ["--workspace", "--tests", "--features", "tributary/failpoints"];
+
 fn demo() -> Result {
-    run(cargo_with(&["build", "-p", "tributary-cli"])?)?;
+    let mut build = cargo_with(&["build"])?;
+    build.args(WORKSPACE);
+    run(build)?;
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| root().join("target"));

@@ -141,12 +141,13 @@ fn bench(extra: &[String]) -> Result {
     ])?)
 }
 
-/// Build flags shared by `test` and `demo`: Cargo resolves features per invocation, and a
-/// different set (say `-p tributary-cli` alone) would compile Lance a second time.
-const WORKSPACE: [&str; 4] = ["--workspace", "--tests", "--features", "tributary/failpoints"];
+/// Build flags shared by `test` and `demo`. The demo builds exactly what the tests build
+/// (`cargo test --no-run`: same profile, same feature set), because any other selection
+/// (`cargo build -p tributary-cli`, say) would compile Lance a second time.
+const WORKSPACE: [&str; 3] = ["--workspace", "--features", "tributary/failpoints"];
 
 fn demo() -> Result {
-    let mut build = cargo_with(&["build"])?;
+    let mut build = cargo_with(&["test", "--no-run"])?;
     build.args(WORKSPACE);
     run(build)?;
     let target = std::env::var("CARGO_TARGET_DIR")

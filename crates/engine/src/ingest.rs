@@ -87,23 +87,7 @@ impl Ingestor<'_> {
     /// Validate NDJSON `text` whose first line is line `first_line`, write every valid
     /// row, and return once they are durable. Invalid lines are listed, never written.
     pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
-        let mut decoder = Decoder::new(&self.graph.catalog);
-        let mut last_line = first_line.saturating_sub(1);
-        for (offset, line) in text.lines().enumerate() {
-            last_line = first_line.saturating_add(offset as u64);
-            decoder.push_line(last_line, line);
-        }
-        let decoded = decoder.finish();
-        let mut rejected = decoded.rejects;
-        let mut accepted = Vec::with_capacity(decoded.batches.len());
-        for batch in decoded.batches {
-            if self.graph.type_def(&batch.type_name)?.stream.is_some() {
-                accepted.push(batch);
-            } else {
-                rejected.extend(not_streamed(&batch));
-            }
-        }
-        rejected.sort_by_key(|e| e.line);
+        let (accepted, rejected, last_line) = self.decode(first_line, text);
         let durable_rows = self.write(&accepted).await?;
         Ok(IngestAck {
             durable_rows,
@@ -160,24 +144,36 @@ fn not_streamed(batch: &TypeBatch) -> Vec<LineError> {
 impl Ingestor<'_> {
     /// The lines of `text` that `send` would reject, without writing anything.
     pub fn check(&self, first_line: u64, text: &str) -> Vec<LineError> {
+        self.decode(first_line, text).1
+    }
+
+    /// Decode and validate `text`: the batches of `@stream` types, every rejected line (in
+    /// line order; lines of other types are rejected with how to enrol them), and the last
+    /// line number.
+    fn decode(&self, first_line: u64, text: &str) -> (Vec<TypeBatch>, Vec<LineError>, u64) {
         let mut decoder = Decoder::new(&self.graph.catalog);
+        let mut last_line = first_line.saturating_sub(1);
         for (offset, line) in text.lines().enumerate() {
-            decoder.push_line(first_line.saturating_add(offset as u64), line);
+            last_line = first_line.saturating_add(offset as u64);
+            decoder.push_line(last_line, line);
         }
         let decoded = decoder.finish();
         let mut rejected = decoded.rejects;
-        for batch in &decoded.batches {
-            if self
+        let mut accepted = Vec::with_capacity(decoded.batches.len());
+        for batch in decoded.batches {
+            let streamed = self
                 .graph
                 .catalog
                 .get(&batch.type_name)
-                .is_some_and(|ty| ty.stream.is_none())
-            {
-                rejected.extend(not_streamed(batch));
+                .is_some_and(|ty| ty.stream.is_some());
+            if streamed {
+                accepted.push(batch);
+            } else {
+                rejected.extend(not_streamed(&batch));
             }
         }
         rejected.sort_by_key(|e| e.line);
-        rejected
+        (accepted, rejected, last_line)
     }
 
     /// Open (claim) the writers of `type_name` now rather than at its first send. Opening

@@ -3,9 +3,11 @@
 //! `cargo xtask bench` runs them in release. `-- --quick` shortens every scenario (for a
 //! smoke run); timings from a debug build are meaningless.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use std::sync::Arc;
+#[path = "scenarios/fold.rs"]
+mod fold;
 
 use lance::dataset::mem_wal::DatasetMemWalExt;
 use serde_json::json;
@@ -18,6 +20,9 @@ struct Settings {
     /// 1-row sends per producer, for 1 / 16 / 64 producers.
     sends_per_producer: [usize; 3],
     thousand_row_sends: usize,
+    fold_pending: &'static [usize],
+    fold_history: [usize; 2],
+    sustained: Duration,
 }
 
 const PRODUCERS: [usize; 3] = [1, 16, 64];
@@ -218,6 +223,9 @@ fn main() {
             thousand_row_loads: 3,
             sends_per_producer: [50, 10, 5],
             thousand_row_sends: 10,
+            fold_pending: &[10_000],
+            fold_history: [10, 100],
+            sustained: Duration::from_secs(2),
         }
     } else {
         Settings {
@@ -225,6 +233,9 @@ fn main() {
             thousand_row_loads: 30,
             sends_per_producer: [2_000, 300, 100],
             thousand_row_sends: 200,
+            fold_pending: &[10_000, 100_000, 1_000_000],
+            fold_history: [10, 1_000],
+            sustained: Duration::from_secs(10),
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -262,5 +273,19 @@ fn main() {
             "ingest_over_load": ingest.rows_per_s / load_bulk_rows_per_s,
             "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
         }));
+
+        for &pending in settings.fold_pending {
+            fold::fold_throughput(pending).await;
+        }
+        let [short, long] = settings.fold_history;
+        let (ops_short, ms_short) = fold::fold_cost_at_history(short).await;
+        let (ops_long, ms_long) = fold::fold_cost_at_history(long).await;
+        report(json!({
+            "scenario": "fold_cost_growth",
+            "histories": [short, long],
+            "ops_ratio": ops_long as f64 / ops_short as f64,
+            "time_ratio": ms_long / ms_short,
+        }));
+        fold::sustained(settings.sustained, 4, load_rows_per_s).await;
     });
 }

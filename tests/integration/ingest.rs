@@ -236,6 +236,8 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
             actor: "history".into(),
             kind: tributary::CommitKind::Load,
             intent: None,
+            commit_id: None,
+            folded: Vec::new(),
         };
         head = publisher.publish(plan).await.unwrap();
     }
@@ -265,6 +267,7 @@ async fn unflushed_memory_stays_bounded_under_load() {
             max_unflushed_bytes: BOUND,
             ..Default::default()
         },
+        ..Default::default()
     };
     let graph = std::sync::Arc::new(Graph::open_with(&uri, settings).await.unwrap());
     let producers: Vec<_> = (0..8)

@@ -308,3 +308,73 @@ async fn a_fenced_writer_fails_with_a_typed_fence() {
         "not a typed fence: {error:?}"
     );
 }
+
+/// RFC open question Q1: the MemWAL compaction marker rides a *staged* merge-insert and
+/// lands atomically with its data; staging alone changes nothing; folding the same
+/// generation again is refused at commit ("Stale SSTable compaction").
+#[tokio::test]
+async fn the_compaction_marker_rides_a_staged_merge_and_is_refused_twice() {
+    use lance::dataset::mem_wal::DatasetMemWalExt;
+    use lance_table::system_index::mem_wal::CompactedSsTable;
+
+    let (_dir, _uri, graph) = tributary_tests::temp_graph().await;
+    let line = tributary_tests::person("ada", 1);
+    graph.ingest("main").unwrap().send(1, &line).await.unwrap();
+    graph.close_writers().await.unwrap(); // flushed as generation 1
+    let dataset = graph
+        .store()
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
+    let shard = dataset.list_mem_wal_latest_shard_ids().await.unwrap()[0];
+    let marker = vec![CompactedSsTable::new(shard, 1)];
+    let rows = ingest_core::decode_str(graph.catalog(), &line).batches[0]
+        .batch
+        .clone();
+    let stage = |base: &Dataset| {
+        let mut builder =
+            MergeInsertBuilder::try_new(Arc::new(base.clone()), vec!["id".into()]).unwrap();
+        builder
+            .when_matched(WhenMatched::UpdateAll)
+            .when_not_matched(WhenNotMatched::InsertAll)
+            .mark_sstables_as_compacted(marker.clone());
+        builder.try_build().unwrap()
+    };
+    let compacted = |d: Dataset| async move {
+        d.mem_wal_index_details()
+            .await
+            .unwrap()
+            .unwrap()
+            .compacted_sstables
+    };
+
+    let staged = stage(&dataset)
+        .execute_uncommitted_batches(vec![rows.clone()])
+        .await
+        .unwrap();
+    let mut latest = dataset.clone();
+    latest.checkout_latest().await.unwrap();
+    assert!(
+        compacted(latest).await.is_empty(),
+        "staging records nothing"
+    );
+
+    let committed = CommitBuilder::new(Arc::new(dataset.clone()))
+        .execute(staged.transaction)
+        .await
+        .unwrap();
+    assert_eq!(compacted(committed.clone()).await, marker);
+
+    let again = stage(&committed)
+        .execute_uncommitted_batches(vec![rows])
+        .await
+        .unwrap();
+    let error = CommitBuilder::new(Arc::new(committed))
+        .execute(again.transaction)
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("Stale SSTable compaction"),
+        "{error}"
+    );
+}

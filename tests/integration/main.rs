@@ -1,5 +1,8 @@
 //! Workspace integration tests: one binary (each test binary links Lance), modules inside.
 
+mod cleanup;
+mod fold;
+mod fold_model;
 mod ingest;
 mod lance_surface_guards;
 mod load;

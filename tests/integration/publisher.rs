@@ -15,6 +15,8 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         actor: actor.into(),
         kind: CommitKind::Load,
         intent: None,
+        commit_id: None,
+        folded: Vec::new(),
     }
 }
 

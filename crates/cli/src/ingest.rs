@@ -5,6 +5,7 @@
 //! large batches and a slow one gets low latency.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -19,6 +20,8 @@ pub struct IngestRun {
     pub branch: String,
     pub strict: bool,
     pub batch_lines: usize,
+    /// Fold in the background while streaming, and once more at the end.
+    pub fold: bool,
 }
 
 /// Running totals, for the progress line and the summary.
@@ -30,8 +33,11 @@ struct Totals {
 }
 
 pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result<(), Failure> {
-    let graph = Graph::open(&args.graph).await?;
+    let graph = Arc::new(Graph::open(&args.graph).await?);
     let ingestor = graph.ingest(&args.branch)?;
+    if args.fold {
+        graph.start_folder(&args.branch).await?;
+    }
     let mut lines = spawn_reader(&args.file)?;
     let progress =
         std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
@@ -72,14 +78,21 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
     if progress {
         eprintln!();
     }
-    // Flush the memtables to generations so other processes (and folds) see every row.
-    graph.close_writers().await?;
     let seconds = started.elapsed().as_secs_f64();
+    // Publish what was acknowledged (unless asked not to), then flush the memtables to
+    // generations so other processes (and later folds) see every row.
+    let mut fold_commit = None;
+    if args.fold {
+        graph.stop_folder().await;
+        fold_commit = graph.fold(&args.branch).await?.commit.map(|c| c.id);
+    }
+    graph.close_writers().await?;
     let summary = json!({
         "summary": true,
         "acked": totals.acked,
         "rejected": totals.rejected,
         "through_line": totals.through_line,
+        "fold_commit": fold_commit,
         "seconds": seconds,
         "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
     });
@@ -91,11 +104,16 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, through line {} in {seconds:.2}s ({:.0} rows/s); fold publishes them",
+            "{} rows durable, {} lines rejected, through line {} in {seconds:.2}s ({:.0} rows/s); {}",
             totals.acked,
             totals.rejected,
             totals.through_line,
-            totals.acked as f64 / seconds.max(1e-9)
+            totals.acked as f64 / seconds.max(1e-9),
+            match (&fold_commit, args.fold) {
+                (Some(commit), _) => format!("folded, last fold commit {commit}"),
+                (None, true) => "folded".to_owned(),
+                (None, false) => "a fold publishes them (tributary ingest fold)".to_owned(),
+            }
         )
         .map_err(io)?,
     }

@@ -107,6 +107,22 @@ enum Command {
     },
     /// Print the graph's schema.
     Schema { graph: String },
+    /// Remove what no reader at the head needs: WAL files and generations already folded
+    /// and published, old shard manifests, and table versions older than the retention
+    /// window that the head does not pin (reads at commits older than that may fail).
+    Cleanup {
+        graph: String,
+        /// Retention window for old table versions: e.g. 7d, 12h, 30m, 90s, 0s.
+        #[arg(long, default_value = "7d", value_parser = parse_duration)]
+        older_than: std::time::Duration,
+    },
+    /// List dead letters: ingested rows a fold could not apply (missing edge endpoint,
+    /// @card or @unique broken), with the fold commit that recorded them.
+    Rejects {
+        graph: String,
+        #[command(flatten)]
+        at: AtArgs,
+    },
     /// Stream NDJSON into the durable write-ahead log of `@stream` types.
     ///
     /// Each batch of lines is acknowledged once it is durable (not yet graph-visible: a
@@ -133,6 +149,9 @@ struct IngestArgs {
     /// Stop at the first invalid line (exit 65); nothing after it is acknowledged.
     #[arg(long)]
     strict: bool,
+    /// Only make rows durable; do not fold them (no background folder, no final fold).
+    #[arg(long)]
+    no_fold: bool,
     /// At most this many lines per send (lines that arrive during a send are batched).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     batch_lines: u64,
@@ -146,6 +165,16 @@ enum IngestAction {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
+    },
+    /// Fold now: flush what this graph's WAL holds and publish it as one commit. Prints
+    /// rows folded per type, dead letters, and the commit (none when nothing was pending).
+    Fold {
+        graph: String,
+        #[arg(long, default_value = tributary::MAIN_BRANCH)]
+        branch: String,
+        /// Refuse the fold if any row fails validation, instead of writing dead letters.
+        #[arg(long)]
+        halt: bool,
     },
 }
 
@@ -201,6 +230,9 @@ fn input_failure(message: String) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Crash tests stop this process at a named window (`FAILPOINTS=point=action`); inert
+    // unless the engine is built with its `failpoints` feature.
+    let _failpoints = fail::FailScenario::setup();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -337,6 +369,22 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                 let status = opened.ingest_status(&branch).await?;
                 emit(&mut out, &output::status_batch(&status))
             }
+            (
+                Some(IngestAction::Fold {
+                    graph,
+                    branch,
+                    halt,
+                }),
+                _,
+            ) => {
+                let mut settings = tributary::GraphSettings::default();
+                if halt {
+                    settings.fold.policy = tributary::RejectPolicy::Halt;
+                }
+                let opened = Graph::open_with(&graph, settings).await?;
+                let outcome = opened.fold(&branch).await?;
+                emit(&mut out, &output::fold_batch(&outcome))
+            }
             (None, Some(graph)) => {
                 let run = ingest::IngestRun {
                     graph,
@@ -344,6 +392,7 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                     branch: args.branch,
                     strict: args.strict,
                     batch_lines: args.batch_lines as usize,
+                    fold: !args.no_fold,
                 };
                 ingest::run(run, format, &mut out).await
             }
@@ -352,6 +401,35 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                 code: 2,
             }),
         },
+        Command::Cleanup { graph, older_than } => {
+            let opened = Graph::open(&graph).await?;
+            let report = opened.cleanup(older_than).await?;
+            let rows = vec![
+                (
+                    "wal_entries".to_owned(),
+                    report.memwal.wal_entries.to_string(),
+                ),
+                (
+                    "generations".to_owned(),
+                    report.memwal.generations.to_string(),
+                ),
+                (
+                    "shard_manifests".to_owned(),
+                    report.memwal.manifest_versions.to_string(),
+                ),
+                ("table_versions".to_owned(), report.versions.to_string()),
+                (
+                    "bytes".to_owned(),
+                    (report.memwal.bytes + report.version_bytes).to_string(),
+                ),
+            ];
+            emit(&mut out, &output::pairs_batch(("removed", "count"), &rows))
+        }
+        Command::Rejects { graph, at } => {
+            let opened = Graph::open(&graph).await?;
+            let batch = opened.rejects(&at.at()).await?;
+            emit(&mut out, &batch)
+        }
         Command::Schema { graph } => {
             let opened = Graph::open(&graph).await?;
             let source = opened.schema_source();
@@ -367,6 +445,33 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             })
         }
     }
+}
+
+/// A duration such as `7d`, `12h`, `30m`, `90s` or `0s`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("`{text}` needs a unit: s, m, h or d (e.g. 7d)"))?;
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` does not start with a number"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}`: use s, m, h or d"
+            ))
+        }
+    };
+    number
+        .checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long"))
 }
 
 fn read_input(file: &str) -> Result<String, Failure> {

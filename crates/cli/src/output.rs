@@ -124,6 +124,7 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
         ),
         Field::new("rows", DataType::Int64, false),
         Field::new("rows_written", DataType::Utf8, false),
+        Field::new("folded", DataType::Utf8, false),
         Field::new("tables", DataType::Utf8, false),
     ]);
     let columns: Vec<ArrayRef> = vec![
@@ -143,9 +144,52 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
                 .map(|c| c.rows_written.values().sum::<u64>() as i64),
         )),
         strings(&|c| joined(&c.rows_written)),
+        strings(&|c| {
+            c.folded
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}@{}:gen{}..{}",
+                        f.table,
+                        &f.shard[..8.min(f.shard.len())],
+                        f.first_generation,
+                        f.last_generation
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        }),
         strings(&|c| joined(&c.tables)),
     ];
     RecordBatch::try_new(Arc::new(schema), columns).expect("commit columns match their schema")
+}
+
+/// What a fold did: rows per type, dead letters, the commit.
+pub fn fold_batch(outcome: &tributary::FoldOutcome) -> RecordBatch {
+    let mut rows: Vec<(String, String)> = outcome
+        .rows
+        .iter()
+        .map(|(ty, n)| (ty.clone(), n.to_string()))
+        .collect();
+    rows.push(("rejected".to_owned(), outcome.rejected.to_string()));
+    rows.push((
+        "generations".to_owned(),
+        outcome
+            .folded
+            .iter()
+            .map(|f| f.last_generation - f.first_generation + 1)
+            .sum::<u64>()
+            .to_string(),
+    ));
+    rows.push((
+        "commit".to_owned(),
+        outcome
+            .commit
+            .as_ref()
+            .map(|c| c.id.clone())
+            .unwrap_or_else(|| "none (nothing pending)".to_owned()),
+    ));
+    pairs_batch(("type", "rows"), &rows)
 }
 
 /// A two-column batch of `(name, value)` pairs, for summaries.
@@ -197,6 +241,7 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         Field::new("oldest_pending_s", DataType::Float64, true),
         Field::new("folded_through", DataType::Int64, true),
         Field::new("last_fold", DataType::Utf8, true),
+        Field::new("fold_error", DataType::Utf8, true),
     ]);
     let columns: Vec<ArrayRef> = vec![
         strings(&|t, _| t.type_name.clone()),
@@ -225,6 +270,11 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         Arc::new(StringArray::from(
             rows.iter()
                 .map(|_| status.last_fold.clone())
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|_| status.fold_error.clone())
                 .collect::<Vec<_>>(),
         )),
     ];

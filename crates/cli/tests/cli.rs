@@ -42,7 +42,17 @@ fn example_graph() -> (tempfile::TempDir, String) {
 #[test]
 fn every_command_has_help() {
     let top = ok(&["--help"]);
-    for command in ["init", "load", "read", "get", "neighbors", "log", "schema"] {
+    for command in [
+        "init",
+        "load",
+        "read",
+        "get",
+        "neighbors",
+        "log",
+        "schema",
+        "rejects",
+        "cleanup",
+    ] {
         assert!(top.contains(command), "top-level help misses {command}");
         let help = ok(&[command, "--help"]);
         assert!(
@@ -307,6 +317,7 @@ fn ingest_acknowledges_in_json_and_reports_status() {
         &data.to_string_lossy(),
         "--format",
         "json",
+        "--no-fold",
     ]);
     let records: Vec<serde_json::Value> = out
         .lines()
@@ -331,7 +342,31 @@ fn ingest_acknowledges_in_json_and_reports_status() {
         .collect();
     assert_eq!(rejected, [2, 3]);
 
-    // --strict stops at the first invalid line: only line 1 is acknowledged.
+    // Durable, not yet visible: a fold publishes the two rows.
+    let status = ok(&["ingest", "status", &graph, "--format", "ndjson"]);
+    let row: serde_json::Value = serde_json::from_str(status.lines().next().unwrap()).unwrap();
+    assert_eq!(row["type"], "Person");
+    assert_eq!(
+        row["pending_rows"], 2,
+        "the writer flushed a and d on close"
+    );
+    assert_eq!(ok(&["read", &graph, "Person", "--format", "ndjson"]), "");
+    let folded = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
+    assert!(
+        folded.contains(r#"{"type":"Person","rows":"2"}"#),
+        "{folded}"
+    );
+    let people = ok(&[
+        "read", &graph, "Person", "--select", "id", "--format", "csv",
+    ]);
+    assert_eq!(people, "id\na\nd\n");
+    let log = ok(&["log", &graph, "--format", "ndjson"]);
+    let newest: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
+    assert_eq!(newest["kind"], "fold");
+    assert_eq!(newest["actor"], "tributary:ingest");
+    assert_eq!(newest["rows_written"], "nodes/Person.lance=2");
+
+    // --strict stops at the first invalid line: only line 1 is acknowledged (and folded).
     let strict = run(&[
         "ingest",
         &graph,
@@ -356,13 +391,167 @@ fn ingest_acknowledges_in_json_and_reports_status() {
         "{text}"
     );
     assert_eq!(last["rejected"][0]["line"], 2);
-
     let status = ok(&["ingest", "status", &graph, "--format", "ndjson"]);
     let row: serde_json::Value = serde_json::from_str(status.lines().next().unwrap()).unwrap();
-    assert_eq!(row["type"], "Person");
     assert_eq!(
-        row["pending_rows"], 3,
-        "two runs' writers flushed a, d and a again on close"
+        row["pending_rows"], 0,
+        "the run folded what it acknowledged"
     );
     assert!(ok(&["ingest", "--help"]).contains("through_line"));
+}
+
+#[test]
+fn dead_letters_and_cleanup_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("g").to_string_lossy().into_owned();
+    ok(&[
+        "init",
+        &graph,
+        "--schema",
+        &examples().join("schema.tg").to_string_lossy(),
+    ]);
+    let data = dir.path().join("in.ndjson");
+    std::fs::write(
+        &data,
+        "{\"type\":\"Person\",\"data\":{\"name\":\"a\"}}\n{\"edge\":\"Knows\",\"from\":\"a\",\"to\":\"nobody\"}\n",
+    )
+    .unwrap();
+    let out = ok(&[
+        "ingest",
+        &graph,
+        &data.to_string_lossy(),
+        "--format",
+        "json",
+    ]);
+    let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert!(summary["fold_commit"].is_string(), "{out}");
+
+    let rejects = ok(&["rejects", &graph, "--format", "ndjson"]);
+    let rows: Vec<serde_json::Value> = rejects
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 1, "{rejects}");
+    assert_eq!(rows[0]["kind"], "endpoint");
+    assert_eq!(rows[0]["key"], "a->nobody");
+    assert_eq!(rows[0]["fold_commit"], summary["fold_commit"]);
+
+    let cleaned = ok(&[
+        "cleanup",
+        &graph,
+        "--older-than",
+        "0s",
+        "--format",
+        "ndjson",
+    ]);
+    assert!(cleaned.contains(r#""removed":"wal_entries""#), "{cleaned}");
+    let bad = run(&["cleanup", &graph, "--older-than", "3 weeks"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unit"));
+    // Still readable after cleanup.
+    assert_eq!(
+        ok(&["read", &graph, "Person", "--select", "id", "--format", "csv"]),
+        "id\na\n"
+    );
+}
+
+/// A graph with `rows` people ingested (durable, flushed, not folded).
+fn graph_with_pending(rows: usize) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let graph = dir.path().join("g").to_string_lossy().into_owned();
+    ok(&[
+        "init",
+        &graph,
+        "--schema",
+        &examples().join("schema.tg").to_string_lossy(),
+    ]);
+    let data = dir.path().join("in.ndjson");
+    let lines: String = (0..rows)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\"}}}}\n"))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    ok(&["ingest", &graph, &data.to_string_lossy(), "--no-fold"]);
+    (dir, graph)
+}
+
+fn fold_commits(graph: &str) -> Vec<serde_json::Value> {
+    ok(&["log", graph, "--format", "ndjson"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["kind"] == "fold")
+        .collect()
+}
+
+#[test]
+fn two_folder_processes_fold_each_generation_once() {
+    let (_dir, graph) = graph_with_pending(500);
+    let folders: Vec<_> = (0..2)
+        .map(|_| {
+            bin()
+                .args(["ingest", "fold", &graph, "--format", "ndjson"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for folder in folders {
+        let output = folder.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let folds = fold_commits(&graph);
+    assert_eq!(folds.len(), 1, "{folds:?}");
+    assert_eq!(folds[0]["rows_written"], "nodes/Person.lance=500");
+    let count = ok(&[
+        "read", &graph, "Person", "--select", "id", "--format", "csv",
+    ]);
+    assert_eq!(count.lines().count(), 501, "header + every row once");
+}
+
+#[test]
+fn a_folder_killed_mid_fold_is_finished_by_the_next_open() {
+    let (_dir, graph) = graph_with_pending(200);
+    let versions = |table: &str| {
+        std::fs::read_dir(PathBuf::from(&graph).join(table).join("_versions"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    let before = versions("nodes/Person.lance");
+    // The folder stops (sleeps) after its table commits, before the publish: kill it there.
+    let mut folder = bin()
+        .args(["ingest", "fold", &graph])
+        .env("FAILPOINTS", "fold::before-publish=sleep(60000)")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while versions("nodes/Person.lance") == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fold never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    folder.kill().unwrap(); // SIGKILL
+    folder.wait().unwrap();
+    assert_eq!(
+        std::fs::read_dir(PathBuf::from(&graph).join("__recovery"))
+            .unwrap()
+            .count(),
+        1,
+        "the killed fold left its sidecar"
+    );
+    // Any command opens the graph and rolls the fold forward; a second fold has nothing.
+    let count = ok(&[
+        "read", &graph, "Person", "--select", "id", "--format", "csv",
+    ]);
+    assert_eq!(count.lines().count(), 201);
+    let nothing = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
+    assert!(nothing.contains("none (nothing pending)"), "{nothing}");
+    assert_eq!(fold_commits(&graph).len(), 1);
 }

@@ -59,11 +59,8 @@ pub enum Error {
         source: lance::Error,
     },
 
-    #[snafu(display("recovery of intent `{intent}` failed: {message}"))]
-    Recovery { intent: String, message: String },
-
-    #[snafu(display("injected failure at `{point}`"))]
-    Injected { point: String },
+    #[snafu(display("{source}"))]
+    Fold { source: tributary_fold::Error },
 }
 
 /// Show at most the first ten line errors; the count says how many there were.
@@ -85,48 +82,41 @@ fn describe_lines(errors: &[LineError]) -> String {
 
 impl Error {
     pub fn kind(&self) -> ErrorKind {
-        use tributary_publisher::Error as P;
         match self {
             Error::Schema { .. }
             | Error::InvalidData { .. }
             | Error::WrongKind { .. }
             | Error::InvalidRequest { .. } => ErrorKind::InvalidInput,
             Error::UnknownType { .. } => ErrorKind::NotFound,
-            Error::Publish { source } => match source {
-                P::Conflict { .. } => ErrorKind::Conflict,
-                P::BranchNotFound { .. } | P::CommitNotFound { .. } | P::NotAGraph { .. } => {
-                    ErrorKind::NotFound
-                }
-                P::AlreadyExists { .. } => ErrorKind::InvalidInput,
-                _ => ErrorKind::Internal,
-            },
-            Error::Lance { source, .. } => match source {
-                lance::Error::CommitConflict { .. }
-                | lance::Error::RetryableCommitConflict { .. }
-                | lance::Error::IncompatibleTransaction { .. }
-                | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
-                lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => {
-                    ErrorKind::InvalidInput
-                }
-                _ => ErrorKind::Internal,
-            },
-            Error::MemWal { source } => {
-                use tributary_memwal_adapter::Error as M;
+            Error::Publish { source } => publish_kind(source),
+            Error::Lance { source, .. } => lance_kind(source),
+            Error::MemWal { source } => memwal_kind(source),
+            Error::Fold { source } => {
+                use tributary_fold::Error as F;
                 match source {
-                    M::Fenced { .. } => ErrorKind::Fenced,
-                    M::Backpressure { .. } => ErrorKind::Unavailable,
-                    M::PrimaryKeyMismatch { .. }
-                    | M::InvalidSetting { .. }
-                    | M::InvalidQuery { .. } => ErrorKind::InvalidInput,
-                    M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
+                    F::Publish { source } => publish_kind(source),
+                    F::Lance { source, .. } => lance_kind(source),
+                    F::MemWal { source } => memwal_kind(source),
+                    F::Halted { .. } => ErrorKind::InvalidInput,
+                    F::Storage { .. }
+                    | F::Recovery { .. }
+                    | F::Injected { .. }
+                    | F::Invalid { .. } => ErrorKind::Internal,
                 }
             }
-            Error::Storage { .. } | Error::Recovery { .. } | Error::Injected { .. } => {
-                ErrorKind::Internal
-            }
+            Error::Storage { .. } => ErrorKind::Internal,
         }
     }
 
+    /// Whether this is a simulated crash (a failpoint), which leaves state for recovery.
+    pub fn is_injected(&self) -> bool {
+        matches!(
+            self,
+            Error::Fold {
+                source: tributary_fold::Error::Injected { .. }
+            }
+        )
+    }
     pub(crate) fn from_memwal(source: tributary_memwal_adapter::Error) -> Error {
         Error::MemWal { source }
     }
@@ -141,3 +131,44 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<tributary_fold::Error> for Error {
+    fn from(source: tributary_fold::Error) -> Self {
+        Error::Fold { source }
+    }
+}
+
+fn publish_kind(source: &tributary_publisher::Error) -> ErrorKind {
+    use tributary_publisher::Error as P;
+    match source {
+        P::Conflict { .. } => ErrorKind::Conflict,
+        P::BranchNotFound { .. } | P::CommitNotFound { .. } | P::NotAGraph { .. } => {
+            ErrorKind::NotFound
+        }
+        P::AlreadyExists { .. } => ErrorKind::InvalidInput,
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn lance_kind(source: &lance::Error) -> ErrorKind {
+    match source {
+        lance::Error::CommitConflict { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
+        lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => ErrorKind::InvalidInput,
+        _ => ErrorKind::Internal,
+    }
+}
+
+fn memwal_kind(source: &tributary_memwal_adapter::Error) -> ErrorKind {
+    use tributary_memwal_adapter::Error as M;
+    match source {
+        M::Fenced { .. } => ErrorKind::Fenced,
+        M::Backpressure { .. } => ErrorKind::Unavailable,
+        M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } | M::InvalidQuery { .. } => {
+            ErrorKind::InvalidInput
+        }
+        M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
+    }
+}

@@ -45,6 +45,7 @@ pub struct Graph {
     write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     pub(crate) settings: GraphSettings,
     pub(crate) writers: crate::ingest::Writers,
+    pub(crate) folding: crate::fold::FoldState,
 }
 
 /// Tunables of an open graph. The writer settings are recorded in each table's MemWAL
@@ -52,6 +53,10 @@ pub struct Graph {
 #[derive(Debug, Clone, Default)]
 pub struct GraphSettings {
     pub writer: tributary_memwal_adapter::WriterSettings,
+    /// How folds treat rows that fail fold-time validation, and their chunk size.
+    pub fold: tributary_fold::FoldSettings,
+    /// When the background folder (see [`Graph::start_folder`]) folds.
+    pub triggers: crate::fold::FoldTriggers,
 }
 
 impl std::fmt::Debug for Graph {
@@ -146,6 +151,7 @@ impl Graph {
             write_queues: Mutex::new(HashMap::new()),
             settings: GraphSettings::default(),
             writers: Default::default(),
+            folding: Default::default(),
         }
     }
 
@@ -160,6 +166,14 @@ impl Graph {
     /// The publisher, for callers that need the commit chain directly.
     pub fn publisher(&self) -> &ManifestCasPublisher {
         &self.publisher
+    }
+
+    /// Where this graph's writes commit, for the shared commit protocol.
+    pub(crate) fn target(&self) -> tributary_fold::GraphTarget<'_> {
+        tributary_fold::GraphTarget {
+            store: &self.store,
+            publisher: &self.publisher,
+        }
     }
 
     /// The schema source text the graph was created with.

@@ -124,7 +124,11 @@ impl Ingestor<'_> {
                 writer.put(&batch.batch).await.map_err(Error::from_memwal)?;
                 Ok::<_, Error>(batch.batch.num_rows() as u64)
             });
-        Ok(try_join_all(puts).await?.into_iter().sum())
+        let rows = try_join_all(puts).await?.into_iter().sum();
+        if rows > 0 {
+            self.graph.folding.acknowledged();
+        }
+        Ok(rows)
     }
 }
 
@@ -206,6 +210,18 @@ impl Graph {
             }
         }
         Ok(())
+    }
+
+    /// The warm writers of every table on `branch` (for the fold's cut).
+    pub(crate) async fn warm_writers(&self, branch: &str) -> Vec<Arc<TableWriter>> {
+        self.writers
+            .tables
+            .lock()
+            .await
+            .iter()
+            .filter(|((_, b), _)| b == branch)
+            .map(|(_, w)| w.clone())
+            .collect()
     }
 
     /// The warm writer of a table, if this process has one (for fresh reads and status).

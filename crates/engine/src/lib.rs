@@ -1,27 +1,33 @@
 //! Tributary: a graph store whose node and edge types are Lance tables, with one commit
 //! point (the `__manifest` compare-and-swap).
 //!
-//! [`Graph`] is the composition: init/open, load, streaming ingest, reads and the commit log.
+//! [`Graph`] is the composition: init/open, load, streaming ingest, fold, reads and the
+//! commit log.
 
+mod cleanup;
 mod error;
+mod fold;
 mod graph;
 mod ingest;
-mod intent;
 mod load;
 mod read;
 mod recovery;
 mod status;
 mod validate;
 
+pub use cleanup::CleanupReport;
 pub use error::{Error, ErrorKind, Result};
+pub use fold::FoldTriggers;
 pub use graph::{At, Graph, GraphSettings, MAIN_BRANCH};
 pub use ingest::{IngestAck, Ingestor};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use read::{Direction, ReadOptions};
-pub use recovery::Recovered;
 pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 
 pub use ingest_core::{Catalog, LineError};
-pub use tributary_memwal_adapter::WriterSettings;
-pub use tributary_publisher::{CommitKind, CommitRecord};
+pub use tributary_fold::{
+    FoldOutcome, FoldSettings, Recovered, RejectKind, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
+};
+pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
+pub use tributary_publisher::{CommitKind, CommitRecord, FoldedShard};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};

@@ -5,22 +5,17 @@ use std::sync::Arc;
 
 use ingest_core::TypeBatch;
 use lance::dataset::transaction::Transaction;
-use lance::dataset::{
-    CommitBuilder, InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode,
-};
+use lance::dataset::{InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_publisher::{
-    CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
-};
+use tributary_fold::commit_intent;
+use tributary_fold::intent::{Intent, Owner, StagedTable};
+use tributary_fold::StagedWrite;
+use tributary_publisher::{CommitKind, CommitRecord};
 
-use crate::error::{
-    Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu,
-};
+use crate::error::{Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, Result};
 use crate::graph::{At, Graph, MAIN_BRANCH};
-use crate::intent::{InFlight, Intent, Owner, StagedTable};
-use crate::recovery::Recovered;
 use crate::validate;
 
 /// What to do with a row whose key already exists.
@@ -58,17 +53,6 @@ pub struct LoadOutcome {
     pub rows: BTreeMap<String, u64>,
 }
 
-/// How often a load retries its publish after losing the head to another writer.
-const PUBLISH_ATTEMPTS: usize = 5;
-
-macro_rules! crash_window {
-    ($name:literal) => {
-        fail::fail_point!($name, |_| Err(Error::Injected {
-            point: $name.to_owned()
-        }))
-    };
-}
-
 impl Graph {
     /// Validate and load NDJSON `text` as one graph commit. Nothing is written unless
     /// every line is valid.
@@ -98,6 +82,7 @@ impl Graph {
         }
         let queue = self.write_queue(&options.branch).await;
         let _turn = queue.lock().await;
+        self.fold_before_load(&options.branch, &batches).await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
         let batches = validate::dedupe_keys(batches, options.mode)
@@ -119,7 +104,12 @@ impl Graph {
             let n = batch.batch.num_rows() as u64;
             rows.insert(batch.type_name.clone(), n);
             rows_written.insert(path.clone(), n);
-            staged.push((dataset, path, transaction, affected));
+            staged.push(StagedWrite {
+                dataset,
+                path,
+                transaction,
+                affected,
+            });
         }
 
         let intent = Intent {
@@ -128,85 +118,19 @@ impl Graph {
             expected_head: head.id.clone(),
             actor: options.actor.clone(),
             kind: CommitKind::Load,
-            rows_written: rows_written.clone(),
+            rows_written,
             owner: Some(Owner::this_process()),
+            commit_id: None,
+            folded: Vec::new(),
             tables: staged
                 .iter()
-                .map(|(dataset, path, txn, _)| {
-                    StagedTable::new(path.clone(), dataset.version().version, txn)
+                .map(|w| {
+                    StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction)
                 })
-                .collect::<Result<_>>()?,
+                .collect::<Result<_, _>>()?,
         };
-        let sidecar = Intent::sidecar_path(&intent.id);
-        let _in_flight = InFlight::start(&intent.id);
-        self.store
-            .put(&sidecar, intent.to_bytes())
-            .await
-            .context(StorageSnafu)?;
-
-        let commit = match self.commit_and_publish(&intent, staged, &head).await {
-            Ok(commit) => commit,
-            // A simulated crash leaves everything as a crash would, for recovery on open.
-            Err(error @ Error::Injected { .. }) => return Err(error),
-            // Anything else (a table commit conflict, a lost publish race): never leave
-            // committed tables behind unpublished; finish the load or drop it now.
-            Err(error) => {
-                tracing::warn!(%error, intent = %intent.id, "load failed after staging; resolving its intent");
-                let resolved = self.recover_intent(&intent).await?;
-                self.delete_sidecar(&sidecar).await;
-                return match resolved {
-                    Recovered::RolledForward { .. } => {
-                        let commit = self
-                            .publisher
-                            .head(&options.branch)
-                            .await
-                            .context(PublishSnafu)?;
-                        Ok(LoadOutcome { commit, rows })
-                    }
-                    _ => Err(error),
-                };
-            }
-        };
-        crash_window!("load::before-sidecar-delete");
-        self.delete_sidecar(&sidecar).await;
+        let commit = commit_intent(self.target(), &intent, staged).await?;
         Ok(LoadOutcome { commit, rows })
-    }
-
-    /// Commit each staged table, then publish once.
-    async fn commit_and_publish(
-        &self,
-        intent: &Intent,
-        staged: Vec<StagedWrite>,
-        head: &CommitRecord,
-    ) -> Result<CommitRecord> {
-        crash_window!("load::before-table-commits");
-        let mut versions = BTreeMap::new();
-        for (i, (dataset, path, transaction, affected)) in staged.into_iter().enumerate() {
-            if i == 1 {
-                crash_window!("load::between-table-commits");
-            }
-            let version = commit_staged(dataset, &path, transaction, affected).await?;
-            versions.insert(path, version);
-        }
-        crash_window!("load::before-publish");
-        let plan = PublishPlan {
-            branch: intent.branch.clone(),
-            expected_head: Some(head.id.clone()),
-            tables: versions,
-            rows_written: intent.rows_written.clone(),
-            actor: intent.actor.clone(),
-            kind: intent.kind,
-            intent: Some(intent.id.clone()),
-        };
-        self.publish_with_retry(plan).await
-    }
-
-    /// The write is published: a sidecar left behind is only clutter (recovery finds its
-    /// commit and deletes it), so a failed delete must not fail the acknowledged load.
-    async fn delete_sidecar(&self, sidecar: &str) {
-        if let Err(error) = self.store.delete(sidecar).await {
-            tracing::warn!(%error, sidecar, "could not delete a recovery sidecar");
-        }
     }
 
     /// Stage one table's rows: data files are written, no version is committed.
@@ -249,52 +173,4 @@ impl Graph {
             }
         }
     }
-
-    /// Publish, re-basing on a moved head a few times. Lance table history is linear, so
-    /// the newer of our version and the head's version of a table holds both writes.
-    pub(crate) async fn publish_with_retry(&self, mut plan: PublishPlan) -> Result<CommitRecord> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.publisher.publish(plan.clone()).await {
-                Ok(commit) => return Ok(commit),
-                Err(PublishError::Conflict { .. }) if attempt < PUBLISH_ATTEMPTS => {
-                    let head = self
-                        .publisher
-                        .head(&plan.branch)
-                        .await
-                        .context(PublishSnafu)?;
-                    for (path, version) in plan.tables.iter_mut() {
-                        if let Some(theirs) = head.tables.get(path) {
-                            *version = (*version).max(*theirs);
-                        }
-                    }
-                    plan.expected_head = Some(head.id);
-                }
-                Err(source) => return Err(Error::Publish { source }),
-            }
-        }
-    }
-}
-
-/// A staged table: the dataset it was staged on, its path, the transaction and the rows it
-/// touches (which lets Lance tell a real conflict from a concurrent write elsewhere).
-type StagedWrite = (Arc<Dataset>, String, Transaction, Option<RowAddrTreeMap>);
-
-/// Commit a staged transaction on top of the table's latest version.
-pub(crate) async fn commit_staged(
-    dataset: Arc<Dataset>,
-    path: &str,
-    transaction: Transaction,
-    affected: Option<RowAddrTreeMap>,
-) -> Result<u64> {
-    let mut builder = CommitBuilder::new(dataset).with_skip_auto_cleanup(true);
-    if let Some(affected) = affected {
-        builder = builder.with_affected_rows(affected);
-    }
-    let committed = builder.execute(transaction).await.context(LanceSnafu {
-        action: "commit",
-        table: path,
-    })?;
-    Ok(committed.version().version)
 }

@@ -10,7 +10,7 @@ use tributary_publisher::CommitRecord;
 
 use crate::error::{Error, Result};
 use crate::graph::{At, Graph};
-use crate::validate::{quote, string_column};
+use tributary_fold::lookup::{quote, string_column};
 
 /// How many keys one `IN (…)` filter of a neighbour lookup carries.
 const KEYS_PER_SCAN: usize = 512;

@@ -41,6 +41,9 @@ pub struct IngestStatus {
     pub tables: Vec<TableIngestStatus>,
     /// The newest fold commit of the branch, if any.
     pub last_fold: Option<String>,
+    /// Why this process's last fold failed, if it did (under the `halt` policy: the first
+    /// offending row).
+    pub fold_error: Option<String>,
 }
 
 /// How many commits back `ingest status` looks for the last fold.
@@ -97,6 +100,7 @@ impl Graph {
             branch: branch.to_owned(),
             tables,
             last_fold,
+            fold_error: self.last_fold_error().await?,
         })
     }
 }

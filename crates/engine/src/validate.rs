@@ -4,19 +4,17 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use arrow_array::{Array, RecordBatch, StringArray, UInt32Array};
-use arrow_cast::display::{ArrayFormatter, FormatOptions};
-use arrow_schema::DataType;
+use arrow_array::{Array, RecordBatch, UInt32Array};
 use ingest_core::{LineError, TypeBatch, TypeDef, TypeKind};
 use lance::Dataset;
+use tributary_fold::lookup::{
+    display_values, existing_ids, literal_kind, lookup_values, string_column, Literal,
+};
 use tributary_publisher::CommitRecord;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::graph::Graph;
 use crate::load::LoadMode;
-
-/// How many values one `IN (…)` filter carries.
-const IN_LIST_CHUNK: usize = 512;
 
 /// Within one request a key may appear once per type. Upsert keeps the last line's row
 /// (the newest write wins); insert refuses duplicates.
@@ -277,121 +275,5 @@ fn line_error(batch: &TypeBatch, row: usize, field: &str, reason: String) -> Lin
         line: batch.lines[row],
         field: Some(field.to_owned()),
         reason,
-    }
-}
-
-pub(crate) fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {
-    // `id`, `src` and `dst` are non-null Utf8 in every table schema the catalog builds.
-    batch
-        .column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-        .unwrap_or_else(|| panic!("column `{name}` is Utf8 in every table"))
-}
-
-fn display_values(column: &dyn Array) -> Result<Vec<Option<String>>> {
-    let formatter = ArrayFormatter::try_new(column, &FormatOptions::default()).map_err(|e| {
-        Error::InvalidRequest {
-            what: "unique value".into(),
-            message: e.to_string(),
-        }
-    })?;
-    Ok((0..column.len())
-        .map(|i| column.is_valid(i).then(|| formatter.value(i).to_string()))
-        .collect())
-}
-
-#[derive(Clone, Copy)]
-enum Literal {
-    Quoted,
-    Bare,
-}
-
-fn literal_kind(data_type: &DataType) -> Literal {
-    if data_type.is_numeric() {
-        Literal::Bare
-    } else {
-        Literal::Quoted
-    }
-}
-
-pub(crate) fn quote(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
-/// Which of `keys` exist in `column`.
-async fn existing_ids(
-    table: &Dataset,
-    column: &str,
-    keys: &[String],
-    table_name: &str,
-) -> Result<HashSet<String>> {
-    Ok(
-        lookup_values(table, column, keys, Literal::Quoted, table_name)
-            .await?
-            .into_iter()
-            .map(|(_, value)| value)
-            .collect(),
-    )
-}
-
-/// `(id, value as text)` of the rows whose `column` is one of `values`.
-async fn lookup_values(
-    table: &Dataset,
-    column: &str,
-    values: &[String],
-    literal: Literal,
-    table_name: &str,
-) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    if values.is_empty()
-        || table
-            .count_rows(None)
-            .await
-            .map_err(|source| lance_error(table_name, source))?
-            == 0
-    {
-        return Ok(out);
-    }
-    for chunk in values.chunks(IN_LIST_CHUNK) {
-        let list: Vec<String> = chunk
-            .iter()
-            .map(|v| match literal {
-                Literal::Quoted => quote(v),
-                Literal::Bare => v.clone(),
-            })
-            .collect();
-        let mut scan = table.scan();
-        scan.filter(&format!("`{column}` IN ({})", list.join(", ")))
-            .and_then(|s| {
-                if column == "id" {
-                    s.project(&["id"])
-                } else {
-                    s.project(&["id", column])
-                }
-            })
-            .map_err(|source| lance_error(table_name, source))?;
-        let batch = scan
-            .try_into_batch()
-            .await
-            .map_err(|source| lance_error(table_name, source))?;
-        let ids = string_column(&batch, "id");
-        let found = match batch.column_by_name(column) {
-            Some(c) => display_values(c.as_ref())?,
-            None => continue,
-        };
-        for (i, value) in found.into_iter().enumerate() {
-            if let Some(value) = value {
-                out.push((ids.value(i).to_owned(), value));
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn lance_error(table: &str, source: lance::Error) -> Error {
-    Error::Lance {
-        action: "validate".to_owned(),
-        table: table.to_owned(),
-        source,
     }
 }

@@ -3,12 +3,16 @@
 
 mod error;
 mod fresh;
+mod gc;
+mod generation;
 mod settings;
 mod status;
 mod writer;
 
 pub use error::{Error, Result};
 pub use fresh::{fresh_read, fresh_scanner, FreshQuery};
+pub use gc::{collect_memwal_garbage, MemWalGarbage};
+pub use generation::generation_rows;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
 pub use writer::{enroll, shard_id, Enrolled, Sharding, TableWriter};

@@ -286,6 +286,22 @@ impl TableWriter {
         Ok(rows)
     }
 
+    /// Freeze every shard's active memtable and wait until it is a flushed generation:
+    /// the fold's cut. Rows acknowledged before this call are in a generation after it.
+    pub async fn freeze(&self) -> Result<()> {
+        for (shard, writer) in &self.shards {
+            let fence = writer
+                .force_freeze_active()
+                .await
+                .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
+            fence
+                .wait()
+                .await
+                .map_err(|e| from_lance(&self.table, shard, "flush", e))?;
+        }
+        Ok(())
+    }
+
     /// Flush the WAL and the memtables to generations, and release the shards.
     pub async fn close(self) -> Result<()> {
         for (shard, writer) in self.shards {

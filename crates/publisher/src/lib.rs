@@ -11,7 +11,7 @@ use async_trait::async_trait;
 
 pub use error::{Error, Result};
 pub use manifest::{ManifestCasPublisher, MANIFEST_PATH};
-pub use record::{CommitKind, CommitRecord, PublishPlan, SchemaRecord};
+pub use record::{new_commit_id, CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord};
 
 /// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
 /// publisher later.

@@ -123,6 +123,7 @@ impl ManifestCasPublisher {
             tables,
             rows_written: Default::default(),
             intent: None,
+            folded: Vec::new(),
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
@@ -269,7 +270,7 @@ impl Publisher for ManifestCasPublisher {
             *pinned = (*pinned).max(version);
         }
         let record = CommitRecord {
-            id: new_commit_id(),
+            id: plan.commit_id.unwrap_or_else(new_commit_id),
             parent: actual,
             branch: plan.branch.clone(),
             actor: plan.actor,
@@ -278,6 +279,7 @@ impl Publisher for ManifestCasPublisher {
             tables,
             rows_written: plan.rows_written,
             intent: plan.intent,
+            folded: plan.folded,
         };
         let json = to_json(&record);
         let batch = rows_batch(&[

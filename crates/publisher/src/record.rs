@@ -47,6 +47,20 @@ pub struct CommitRecord {
     /// whether a sidecar's publish already happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<String>,
+    /// For a fold: the MemWAL generations it folded, per table and shard.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<FoldedShard>,
+}
+
+/// The generations of one shard that a fold merged into its table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedShard {
+    pub table: String,
+    pub shard: String,
+    /// Lowest and highest generation folded (the highest is the table's new compaction mark).
+    pub first_generation: u64,
+    pub last_generation: u64,
+    pub rows: u64,
 }
 
 /// What a writer asks the publisher to make visible.
@@ -62,6 +76,10 @@ pub struct PublishPlan {
     pub actor: String,
     pub kind: CommitKind,
     pub intent: Option<String>,
+    /// The new commit's id, when the writer needs to know it before publishing (a fold
+    /// stamps its dead letters with it); otherwise the publisher picks one.
+    pub commit_id: Option<String>,
+    pub folded: Vec<FoldedShard>,
 }
 
 /// The schema as stored in the manifest.
@@ -71,7 +89,7 @@ pub struct SchemaRecord {
     pub source: String,
 }
 
-pub(crate) fn new_commit_id() -> String {
+pub fn new_commit_id() -> String {
     let uuid = uuid::Uuid::new_v4().simple().to_string();
     uuid[..12].to_owned()
 }

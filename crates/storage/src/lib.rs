@@ -178,6 +178,61 @@ impl GraphStore {
         }
     }
 
+    /// Delete every object below `dir`, at any depth. Returns (objects, bytes) removed.
+    pub async fn delete_tree(&self, dir: &str) -> Result<(u64, u64)> {
+        let prefix = self.path_of(dir);
+        let mut listing = self.raw.list(Some(&prefix));
+        let mut found = Vec::new();
+        while let Some(meta) = listing.try_next().await.transpose() {
+            match meta {
+                Ok(meta) => found.push(meta),
+                Err(object_store::Error::NotFound { .. }) => break,
+                Err(source) => {
+                    return Err(source).context(ObjectStoreSnafu {
+                        path: prefix.to_string(),
+                    })
+                }
+            }
+        }
+        let (mut objects, mut bytes) = (0, 0);
+        for meta in found {
+            match self.raw.delete(&meta.location).await {
+                Ok(()) => {
+                    objects += 1;
+                    bytes += meta.size;
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(source) => {
+                    return Err(source).context(ObjectStoreSnafu {
+                        path: meta.location.to_string(),
+                    })
+                }
+            }
+        }
+        // A local directory tree outlives its files; remove what is left of it.
+        let _ = std::fs::remove_dir_all(self.root.join(dir));
+        Ok((objects, bytes))
+    }
+
+    /// Sizes of the objects directly below `dir`, by name.
+    pub async fn sizes(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        let prefix = self.path_of(dir);
+        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
+            Ok(listing) => listing,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(source).context(ObjectStoreSnafu {
+                    path: prefix.to_string(),
+                })
+            }
+        };
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|meta| Some((meta.location.filename()?.to_owned(), meta.size)))
+            .collect())
+    }
+
     /// Names (relative to `dir`) of the objects directly below `dir`.
     pub async fn list(&self, dir: &str) -> Result<Vec<String>> {
         let prefix = self.path_of(dir);

@@ -11,19 +11,19 @@ use lance::dataset::transaction::Transaction;
 use lance_table::format::pb;
 use prost::Message;
 use serde::{Deserialize, Serialize};
-use tributary_publisher::CommitKind;
+use tributary_publisher::{CommitKind, FoldedShard};
 
 use crate::error::{Error, Result};
 
-pub(crate) const RECOVERY_DIR: &str = "__recovery";
+pub const RECOVERY_DIR: &str = "__recovery";
 
 /// How long a sidecar written by another host counts as in flight. Same-host sidecars are
 /// judged exactly (is the writing process alive?), so this only matters across machines.
 const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Which process wrote a sidecar, so recovery never finishes a load that is still running.
+/// Which process wrote a sidecar, so recovery never finishes a write that is still running.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub(crate) struct Owner {
+pub struct Owner {
     pub host: String,
     pub pid: u32,
 }
@@ -41,12 +41,12 @@ impl Owner {
     }
 }
 
-/// Intents of loads running in this process right now.
+/// Intents of writes (loads, folds) running in this process right now.
 static IN_FLIGHT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
-/// Marks an intent in flight for as long as it lives (a load returning, by success, error
-/// or a simulated crash, ends it).
-pub(crate) struct InFlight(String);
+/// Marks an intent in flight for as long as it lives (the write returning, by success,
+/// error or a simulated crash, ends it).
+pub struct InFlight(String);
 
 impl InFlight {
     pub fn start(intent: &str) -> InFlight {
@@ -67,8 +67,8 @@ impl Drop for InFlight {
     }
 }
 
-/// Whether the load that wrote `intent` may still be running.
-pub(crate) fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
+/// Whether the writer that wrote `intent` may still be running.
+pub fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
     let me = Owner::this_process();
     match &intent.owner {
         Some(owner) if owner.host == me.host && !me.host.is_empty() => {
@@ -86,7 +86,7 @@ pub(crate) fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) 
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Intent {
+pub struct Intent {
     pub id: String,
     pub branch: String,
     pub expected_head: String,
@@ -96,11 +96,16 @@ pub(crate) struct Intent {
     pub tables: Vec<StagedTable>,
     #[serde(default)]
     pub owner: Option<Owner>,
+    /// The commit id to publish under, when chosen up front (a fold's dead letters name it).
+    #[serde(default)]
+    pub commit_id: Option<String>,
+    #[serde(default)]
+    pub folded: Vec<FoldedShard>,
 }
 
 /// One table's staged transaction.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct StagedTable {
+pub struct StagedTable {
     pub path: String,
     pub read_version: u64,
     pub transaction_uuid: String,

@@ -1,0 +1,346 @@
+//! Folding, from the engine: the cut over this process's writers, the fold itself (in
+//! `tributary_fold`), the background folder and its triggers, and the dead letters.
+
+use std::sync::{Arc, Mutex as SyncMutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use arrow_array::RecordBatch;
+use ingest_core::TypeBatch;
+use snafu::ResultExt;
+use tokio::sync::{watch, Mutex};
+use tributary_fold::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
+use tributary_memwal_adapter::table_state;
+
+use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
+use crate::graph::{At, Graph, MAIN_BRANCH};
+
+/// How often a fold re-plans after another process folded the same generations first.
+const FOLD_ATTEMPTS: usize = 3;
+
+/// The last failed fold, for `ingest status` (a note, not graph state).
+const FOLD_ERROR_PATH: &str = "__status/fold_error.json";
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or_default()
+}
+
+/// When the background folder folds: whichever threshold is reached first.
+#[derive(Debug, Clone)]
+pub struct FoldTriggers {
+    /// Flushed, unfolded generations over all enrolled tables.
+    pub pending_generations: usize,
+    /// Bytes in unfolded generations plus this process's unflushed memtables.
+    pub pending_bytes: u64,
+    /// The longest an acknowledged row waits before a fold makes it visible.
+    pub max_lag: Duration,
+    /// How often the folder looks.
+    pub poll: Duration,
+}
+
+impl Default for FoldTriggers {
+    fn default() -> Self {
+        FoldTriggers {
+            pending_generations: 8,
+            pending_bytes: 64 * 1024 * 1024,
+            max_lag: Duration::from_secs(1),
+            poll: Duration::from_millis(250),
+        }
+    }
+}
+
+/// The fold bookkeeping of an open graph.
+#[derive(Default)]
+pub(crate) struct FoldState {
+    /// When this process acknowledged its oldest write that no fold has cut yet.
+    oldest_unfolded: SyncMutex<Option<Instant>>,
+    /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
+    last_error: SyncMutex<Option<Option<String>>>,
+    folder: Mutex<Option<Folder>>,
+}
+
+struct Folder {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FoldState {
+    /// Note an acknowledged write (starts the max-lag clock if it is not running).
+    pub(crate) fn acknowledged(&self) {
+        let mut oldest = self
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        oldest.get_or_insert_with(Instant::now);
+    }
+
+    fn take_oldest(&self) -> Option<Instant> {
+        self.oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    fn restore_oldest(&self, at: Option<Instant>) {
+        let mut oldest = self
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *oldest = match (*oldest, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Remember `error`; true when it differs from what was remembered.
+    fn set_error(&self, error: Option<String>) -> bool {
+        let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = last.as_ref() != Some(&error);
+        *last = Some(error);
+        changed
+    }
+}
+
+impl Graph {
+    /// Fold everything acknowledged so far on `branch` into one graph commit: freeze this
+    /// process's writers (the cut), then fold every flushed generation of every enrolled
+    /// table. Returns what was folded (no commit when nothing was pending).
+    pub async fn fold(&self, branch: &str) -> Result<FoldOutcome> {
+        let queue = self.write_queue(branch).await;
+        let _turn = queue.lock().await;
+        self.fold_locked(branch).await
+    }
+
+    /// [`Graph::fold`] for a caller that holds the branch's write queue.
+    pub(crate) async fn fold_locked(&self, branch: &str) -> Result<FoldOutcome> {
+        if branch != MAIN_BRANCH {
+            return Err(Error::InvalidRequest {
+                what: "branch".into(),
+                message: format!(
+                    "streaming ingest and folds run on `{MAIN_BRANCH}` only, not `{branch}`"
+                ),
+            });
+        }
+        let oldest = self.folding.take_oldest();
+        let result = async {
+            for writer in self.warm_writers(branch).await {
+                writer.freeze().await.map_err(Error::from_memwal)?;
+            }
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match fold_pending(self.target(), &self.catalog, branch, &self.settings.fold).await
+                {
+                    Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
+                        tracing::info!(%error, "another folder folded first; planning again");
+                    }
+                    result => break result.map_err(Error::from),
+                }
+            }
+        }
+        .await;
+        match &result {
+            Ok(outcome) => {
+                if let Some(commit) = &outcome.commit {
+                    self.record_fold_error(None).await;
+                    tracing::info!(commit = %commit.id, rows = ?outcome.rows, rejected = outcome.rejected, "folded");
+                }
+            }
+            Err(error) => {
+                self.folding.restore_oldest(oldest);
+                self.record_fold_error(Some(error.to_string())).await;
+            }
+        }
+        result
+    }
+
+    /// A load of a `@stream` type first folds what is pending, so the load (newer) is not
+    /// overwritten by an older acknowledged write folded after it.
+    pub(crate) async fn fold_before_load(&self, branch: &str, batches: &[TypeBatch]) -> Result<()> {
+        let streamed = batches.iter().any(|b| {
+            self.catalog
+                .get(&b.type_name)
+                .is_some_and(|t| t.stream.is_some())
+        });
+        if streamed && branch == MAIN_BRANCH {
+            self.fold_locked(branch).await?;
+        }
+        Ok(())
+    }
+
+    /// Keep the last fold's failure where `ingest status` of any process finds it (a
+    /// halted fold stays halted until the offending rows are dealt with).
+    async fn record_fold_error(&self, error: Option<String>) {
+        if !self.folding.set_error(error.clone()) {
+            return;
+        }
+        let written = match error {
+            Some(message) => {
+                let note = serde_json::json!({ "error": message, "time_micros": now_micros() });
+                self.store
+                    .put(FOLD_ERROR_PATH, note.to_string().into_bytes())
+                    .await
+            }
+            None => self.store.delete(FOLD_ERROR_PATH).await,
+        };
+        if let Err(error) = written {
+            tracing::warn!(%error, "could not record the fold's outcome for status");
+        }
+    }
+
+    /// Why the last fold of this graph failed, if it did (recorded by whichever process
+    /// ran it; cleared by the next successful fold).
+    pub async fn last_fold_error(&self) -> Result<Option<String>> {
+        let Some(bytes) = self
+            .store
+            .get(FOLD_ERROR_PATH)
+            .await
+            .context(StorageSnafu)?
+        else {
+            return Ok(None);
+        };
+        let note: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        Ok(note
+            .get("error")
+            .and_then(|e| e.as_str())
+            .map(str::to_owned))
+    }
+
+    /// Whether a trigger of the graph's [`FoldTriggers`] says fold now.
+    pub async fn fold_due(&self, branch: &str) -> Result<bool> {
+        let triggers = &self.settings.triggers;
+        let oldest = *self
+            .folding
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if oldest.is_some_and(|at| at.elapsed() >= triggers.max_lag) {
+            return Ok(true);
+        }
+        let mut generations = 0;
+        let mut bytes = 0;
+        let mut oldest_flush: Option<SystemTime> = None;
+        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+            let path = ty.table_path();
+            if let Some(writer) = self.warm_writer(&path, branch).await {
+                bytes += writer.unflushed_bytes() as u64;
+            }
+            let Some(state) = table_state(&self.store, &path)
+                .await
+                .map_err(Error::from_memwal)?
+            else {
+                continue;
+            };
+            for shard in &state.shards {
+                generations += shard.pending.len();
+                bytes += shard.pending.iter().map(|g| g.bytes).sum::<u64>();
+                oldest_flush = match (oldest_flush, shard.oldest_pending_at) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        let lagging = oldest_flush
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .is_some_and(|age| age >= triggers.max_lag);
+        let generations_due =
+            generations > 0 && (generations >= triggers.pending_generations || lagging);
+        Ok(generations_due || bytes >= triggers.pending_bytes)
+    }
+
+    /// Start folding `branch` in the background whenever a trigger fires. The folder holds
+    /// no strong reference: it ends when the graph is dropped, or at [`Graph::close`].
+    pub async fn start_folder(self: &Arc<Self>, branch: &str) -> Result<()> {
+        if branch != MAIN_BRANCH {
+            return Err(Error::InvalidRequest {
+                what: "branch".into(),
+                message: format!("the folder runs on `{MAIN_BRANCH}` only, not `{branch}`"),
+            });
+        }
+        let mut folder = self.folding.folder.lock().await;
+        if folder.is_some() {
+            return Ok(());
+        }
+        let graph = Arc::downgrade(self);
+        let branch = branch.to_owned();
+        let (stop, mut stopped) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            // After a failed fold, wait longer before the next attempt (a halted fold
+            // fails the same way until someone acts).
+            let mut backoff = 0u32;
+            while let Some(poll) = graph.upgrade().map(|g| g.settings.triggers.poll) {
+                tokio::select! {
+                    _ = tokio::time::sleep(poll * (1 + backoff)) => {}
+                    _ = stopped.changed() => break,
+                }
+                let Some(graph) = graph.upgrade() else { break };
+                let due = match graph.fold_due(&branch).await {
+                    Ok(due) => due,
+                    Err(error) => {
+                        tracing::warn!(%error, "fold trigger check failed");
+                        false
+                    }
+                };
+                if !due {
+                    continue;
+                }
+                match graph.fold(&branch).await {
+                    Ok(_) => backoff = 0,
+                    Err(error) => {
+                        tracing::warn!(%error, "background fold failed");
+                        backoff = (backoff * 2 + 1).min(40);
+                    }
+                }
+            }
+        });
+        *folder = Some(Folder { stop, task });
+        Ok(())
+    }
+
+    /// Stop the background folder, letting a fold in progress finish.
+    pub async fn stop_folder(&self) {
+        let folder = self.folding.folder.lock().await.take();
+        if let Some(folder) = folder {
+            let _ = folder.stop.send(true);
+            if let Err(error) = folder.task.await {
+                tracing::warn!(%error, "the folder task ended abnormally");
+            }
+        }
+    }
+
+    /// Whether a background folder is running.
+    pub async fn folder_running(&self) -> bool {
+        self.folding
+            .folder
+            .lock()
+            .await
+            .as_ref()
+            .is_some_and(|f| !f.task.is_finished())
+    }
+
+    /// Stop the folder and flush every writer. What was acknowledged stays durable (and
+    /// pending for the next fold).
+    pub async fn close(&self) -> Result<()> {
+        self.stop_folder().await;
+        self.close_writers().await
+    }
+
+    /// The dead letters visible at `at`: rows folds could not apply, with why.
+    pub async fn rejects(&self, at: &At) -> Result<RecordBatch> {
+        let snapshot = self.snapshot(at).await?;
+        let Some(&version) = snapshot.tables.get(REJECTS_PATH) else {
+            return Ok(RecordBatch::new_empty(rejects_schema()));
+        };
+        let dataset = self
+            .store
+            .open_dataset(REJECTS_PATH, Some(version))
+            .await
+            .context(StorageSnafu)?;
+        dataset.scan().try_into_batch().await.context(LanceSnafu {
+            action: "read dead letters",
+            table: REJECTS_PATH,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! The commit protocol every multi-table graph write follows (load and fold alike):
+//! stage each table → write the sidecar → commit each table → one publish → delete the
+//! sidecar; and the recovery of a sidecar a crash left behind.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lance::dataset::transaction::Transaction;
+use lance::dataset::CommitBuilder;
+use lance::Dataset;
+use lance_select::RowAddrTreeMap;
+use snafu::ResultExt;
+use tributary_publisher::{
+    CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
+};
+use tributary_storage::GraphStore;
+
+use crate::error::{Error, LanceSnafu, PublishSnafu, Result, StorageSnafu};
+use crate::intent::{InFlight, Intent, StagedTable};
+
+/// How often a write retries its publish after losing the head to another writer.
+const PUBLISH_ATTEMPTS: usize = 5;
+
+/// How many recent commits of the branch are searched for an intent's publish. Missing an
+/// older one only re-publishes versions that are already visible: harmless.
+const RECENT_COMMITS: usize = 256;
+
+/// Where a graph write commits: the graph's store and its publisher.
+#[derive(Clone, Copy)]
+pub struct GraphTarget<'a> {
+    pub store: &'a GraphStore,
+    pub publisher: &'a dyn Publisher,
+}
+
+/// One table's staged write: the dataset it was staged on, its path, the transaction and
+/// the rows it touches (which lets Lance tell a real conflict from a concurrent write
+/// elsewhere).
+pub struct StagedWrite {
+    pub dataset: Arc<Dataset>,
+    pub path: String,
+    pub transaction: Transaction,
+    pub affected: Option<RowAddrTreeMap>,
+}
+
+/// What recovery did with one sidecar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    AlreadyPublished {
+        intent: String,
+    },
+    Dropped {
+        intent: String,
+    },
+    RolledForward {
+        intent: String,
+        commit: String,
+    },
+    /// The writing process may still be running it; left alone.
+    InFlight {
+        intent: String,
+    },
+    /// Could not be resolved (kept for the next attempt); the graph stays usable.
+    Failed {
+        intent: String,
+        error: String,
+    },
+}
+
+macro_rules! crash_window {
+    ($name:literal) => {
+        fail::fail_point!($name, |_| Err(Error::Injected {
+            point: $name.to_owned()
+        }))
+    };
+}
+
+/// The crash windows of a write of `kind`, as failpoints (inert unless configured).
+fn crash_window(kind: CommitKind, window: Window) -> Result<()> {
+    match (kind, window) {
+        (CommitKind::Fold, Window::BeforeTableCommits) => {
+            crash_window!("fold::before-table-commits")
+        }
+        (CommitKind::Fold, Window::BetweenTableCommits) => {
+            crash_window!("fold::between-table-commits")
+        }
+        (CommitKind::Fold, Window::BeforePublish) => crash_window!("fold::before-publish"),
+        (CommitKind::Fold, Window::BeforeSidecarDelete) => {
+            crash_window!("fold::before-sidecar-delete")
+        }
+        (_, Window::BeforeTableCommits) => crash_window!("load::before-table-commits"),
+        (_, Window::BetweenTableCommits) => crash_window!("load::between-table-commits"),
+        (_, Window::BeforePublish) => crash_window!("load::before-publish"),
+        (_, Window::BeforeSidecarDelete) => crash_window!("load::before-sidecar-delete"),
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Window {
+    BeforeTableCommits,
+    BetweenTableCommits,
+    BeforePublish,
+    BeforeSidecarDelete,
+}
+
+/// Make a staged write visible: sidecar, table commits, one publish, sidecar delete.
+/// The caller holds the branch's write queue. A failure after the sidecar is written is
+/// resolved at once (rolled forward or dropped) unless it is a simulated crash, which
+/// leaves everything for recovery on the next open.
+pub async fn commit_intent(
+    target: GraphTarget<'_>,
+    intent: &Intent,
+    staged: Vec<StagedWrite>,
+) -> Result<CommitRecord> {
+    let sidecar = Intent::sidecar_path(&intent.id);
+    let _in_flight = InFlight::start(&intent.id);
+    target
+        .store
+        .put(&sidecar, intent.to_bytes())
+        .await
+        .context(StorageSnafu)?;
+
+    let commit = match commit_and_publish(target, intent, staged).await {
+        Ok(commit) => commit,
+        Err(error @ Error::Injected { .. }) => return Err(error),
+        // A table commit conflict or a lost publish race: never leave committed tables
+        // behind unpublished; finish the write or drop it now.
+        Err(error) => {
+            tracing::warn!(%error, intent = %intent.id, "write failed after staging; resolving its intent");
+            let resolved = recover_intent(target, intent).await?;
+            delete_sidecar(target.store, &sidecar).await;
+            return match resolved {
+                Recovered::RolledForward { .. } => target
+                    .publisher
+                    .head(&intent.branch)
+                    .await
+                    .context(PublishSnafu),
+                _ => Err(error),
+            };
+        }
+    };
+    crash_window(intent.kind, Window::BeforeSidecarDelete)?;
+    delete_sidecar(target.store, &sidecar).await;
+    Ok(commit)
+}
+
+async fn commit_and_publish(
+    target: GraphTarget<'_>,
+    intent: &Intent,
+    staged: Vec<StagedWrite>,
+) -> Result<CommitRecord> {
+    crash_window(intent.kind, Window::BeforeTableCommits)?;
+    let mut versions = BTreeMap::new();
+    for (i, write) in staged.into_iter().enumerate() {
+        if i == 1 {
+            crash_window(intent.kind, Window::BetweenTableCommits)?;
+        }
+        let version = commit_staged(
+            write.dataset,
+            &write.path,
+            write.transaction,
+            write.affected,
+        )
+        .await?;
+        versions.insert(write.path, version);
+    }
+    crash_window(intent.kind, Window::BeforePublish)?;
+    publish_with_retry(
+        target.publisher,
+        plan_for(intent, intent.expected_head.clone(), versions),
+    )
+    .await
+}
+
+fn plan_for(intent: &Intent, expected_head: String, tables: BTreeMap<String, u64>) -> PublishPlan {
+    PublishPlan {
+        branch: intent.branch.clone(),
+        expected_head: Some(expected_head),
+        tables,
+        rows_written: intent.rows_written.clone(),
+        actor: intent.actor.clone(),
+        kind: intent.kind,
+        intent: Some(intent.id.clone()),
+        commit_id: intent.commit_id.clone(),
+        folded: intent.folded.clone(),
+    }
+}
+
+/// The write is published: a sidecar left behind is only clutter (recovery finds its
+/// commit and deletes it), so a failed delete must not fail the acknowledged write.
+async fn delete_sidecar(store: &GraphStore, sidecar: &str) {
+    if let Err(error) = store.delete(sidecar).await {
+        tracing::warn!(%error, sidecar, "could not delete a recovery sidecar");
+    }
+}
+
+/// Commit a staged transaction on top of the table's latest version.
+pub async fn commit_staged(
+    dataset: Arc<Dataset>,
+    path: &str,
+    transaction: Transaction,
+    affected: Option<RowAddrTreeMap>,
+) -> Result<u64> {
+    let mut builder = CommitBuilder::new(dataset).with_skip_auto_cleanup(true);
+    if let Some(affected) = affected {
+        builder = builder.with_affected_rows(affected);
+    }
+    let committed = builder.execute(transaction).await.context(LanceSnafu {
+        action: "commit",
+        table: path,
+    })?;
+    Ok(committed.version().version)
+}
+
+/// Publish, re-basing on a moved head a few times. Lance table history is linear, so the
+/// newer of our version and the head's version of a table holds both writes.
+pub async fn publish_with_retry(
+    publisher: &dyn Publisher,
+    mut plan: PublishPlan,
+) -> Result<CommitRecord> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match publisher.publish(plan.clone()).await {
+            Ok(commit) => return Ok(commit),
+            Err(PublishError::Conflict { .. }) if attempt < PUBLISH_ATTEMPTS => {
+                let head = publisher.head(&plan.branch).await.context(PublishSnafu)?;
+                for (path, version) in plan.tables.iter_mut() {
+                    if let Some(theirs) = head.tables.get(path) {
+                        *version = (*version).max(*theirs);
+                    }
+                }
+                plan.expected_head = Some(head.id);
+            }
+            Err(source) => return Err(Error::Publish { source }),
+        }
+    }
+}
+
+/// Resolve one intent (the caller holds the branch's write queue):
+/// - publish recorded (a commit carries the intent id): nothing to do;
+/// - no table committed: nothing is visible and nothing was acknowledged; drop it (the
+///   staged data files are orphans for cleanup);
+/// - some or all tables committed: commit the rest from the staged transactions, then
+///   publish — never leave a half-visible write behind.
+pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<Recovered> {
+    let recent = target
+        .publisher
+        .log(&intent.branch, RECENT_COMMITS)
+        .await
+        .context(PublishSnafu)?;
+    if recent
+        .iter()
+        .any(|c| c.intent.as_deref() == Some(intent.id.as_str()))
+    {
+        return Ok(Recovered::AlreadyPublished {
+            intent: intent.id.clone(),
+        });
+    }
+    let mut versions = BTreeMap::new();
+    let mut pending = Vec::new();
+    for table in &intent.tables {
+        match committed_version(target.store, table).await? {
+            Some(version) => {
+                versions.insert(table.path.clone(), version);
+            }
+            None => pending.push(table),
+        }
+    }
+    if versions.is_empty() {
+        return Ok(Recovered::Dropped {
+            intent: intent.id.clone(),
+        });
+    }
+    for table in pending {
+        let dataset = target
+            .store
+            .open_dataset(&table.path, Some(table.read_version))
+            .await
+            .context(StorageSnafu)?;
+        let version = commit_staged(
+            Arc::new(dataset),
+            &table.path,
+            table.decode(&intent.id)?,
+            None,
+        )
+        .await?;
+        versions.insert(table.path.clone(), version);
+    }
+    let head = target
+        .publisher
+        .head(&intent.branch)
+        .await
+        .context(PublishSnafu)?;
+    let commit = publish_with_retry(target.publisher, plan_for(intent, head.id, versions)).await?;
+    Ok(Recovered::RolledForward {
+        intent: intent.id.clone(),
+        commit: commit.id,
+    })
+}
+
+/// The version a staged transaction produced, if it was committed.
+async fn committed_version(store: &GraphStore, table: &StagedTable) -> Result<Option<u64>> {
+    let dataset = store
+        .open_dataset(&table.path, None)
+        .await
+        .context(StorageSnafu)?;
+    let latest = dataset.version().version;
+    for version in (table.read_version + 1..=latest).rev() {
+        let transaction =
+            dataset
+                .read_transaction_by_version(version)
+                .await
+                .context(LanceSnafu {
+                    action: "read transaction",
+                    table: table.path.clone(),
+                })?;
+        if transaction.is_some_and(|t| t.uuid == table.transaction_uuid) {
+            return Ok(Some(version));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,61 @@
+use snafu::Snafu;
+
+#[derive(Debug, Snafu)]
+#[snafu(visibility(pub(crate)))]
+pub enum Error {
+    #[snafu(display("{source}"))]
+    Storage { source: tributary_storage::Error },
+
+    #[snafu(display("{source}"))]
+    Publish { source: tributary_publisher::Error },
+
+    #[snafu(display("{source}"))]
+    MemWal {
+        source: tributary_memwal_adapter::Error,
+    },
+
+    #[snafu(display("{action} on `{table}` failed: {source}"))]
+    Lance {
+        action: String,
+        table: String,
+        source: lance::Error,
+    },
+
+    #[snafu(display("recovery of intent `{intent}` failed: {message}"))]
+    Recovery { intent: String, message: String },
+
+    #[snafu(display("injected failure at `{point}`"))]
+    Injected { point: String },
+
+    /// The `halt` policy refused a fold: nothing was published.
+    #[snafu(display("fold halted by the `halt` reject policy: {table} `{key}` ({kind}): {message}; nothing was folded"))]
+    Halted {
+        table: String,
+        key: String,
+        kind: String,
+        message: String,
+    },
+
+    #[snafu(display("invalid {what}: {message}"))]
+    Invalid { what: String, message: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether another folder won the race for these generations: Lance refused our
+    /// compaction mark (stale) or our commit conflicted with theirs. Re-planning folds
+    /// whatever is still pending.
+    pub fn is_lost_fold_race(&self) -> bool {
+        match self {
+            Error::Lance { source, .. } => match source {
+                lance::Error::CommitConflict { .. }
+                | lance::Error::RetryableCommitConflict { .. }
+                | lance::Error::IncompatibleTransaction { .. }
+                | lance::Error::TooMuchWriteContention { .. } => true,
+                other => other.to_string().contains("Stale SSTable compaction"),
+            },
+            _ => false,
+        }
+    }
+}

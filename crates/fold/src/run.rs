@@ -1,0 +1,361 @@
+//! One fold: every flushed, uncompacted generation of every enrolled table of a branch →
+//! validated → one staged merge-insert per table carrying its compaction marks → one
+//! graph commit (with the dead letters).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow_array::{BooleanArray, RecordBatch};
+use arrow_schema::{Schema, SchemaRef};
+use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion_physical_plan::SendableRecordBatchStream;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use ingest_core::{Catalog, TypeDef, TypeKind};
+use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
+use lance_table::system_index::mem_wal::CompactedSsTable;
+use snafu::ResultExt;
+use tributary_memwal_adapter::{generation_rows, table_state, PendingGeneration};
+use tributary_publisher::{new_commit_id, CommitKind, CommitRecord, FoldedShard};
+use uuid::Uuid;
+
+use crate::check::{FoldChecker, SnapshotTables};
+use crate::commit::{commit_intent, GraphTarget, StagedWrite};
+use crate::error::{Error, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
+use crate::intent::{Intent, Owner, StagedTable};
+use crate::lookup::string_column;
+use crate::rejects::{row_json, Reject, RejectRows, REJECTS_PATH};
+
+/// The actor of every fold commit.
+pub const FOLD_ACTOR: &str = "tributary:ingest";
+
+/// What a fold does with a row that fails fold-time validation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RejectPolicy {
+    /// Write it to `_ingest_rejects` in the fold's commit and fold the rest.
+    #[default]
+    DeadLetter,
+    /// Refuse the whole fold; publish nothing; report the first offending row.
+    Halt,
+}
+
+#[derive(Debug, Clone)]
+pub struct FoldSettings {
+    pub policy: RejectPolicy,
+    /// Rows validated at once; bounds the fold's memory (with keys kept, not rows).
+    pub chunk_rows: usize,
+}
+
+impl Default for FoldSettings {
+    fn default() -> Self {
+        FoldSettings {
+            policy: RejectPolicy::DeadLetter,
+            chunk_rows: 65_536,
+        }
+    }
+}
+
+/// What one fold did.
+#[derive(Debug, Clone, Default)]
+pub struct FoldOutcome {
+    /// The graph commit; `None` when nothing was pending.
+    pub commit: Option<CommitRecord>,
+    /// Type name → rows folded into its table.
+    pub rows: BTreeMap<String, u64>,
+    pub rejected: u64,
+    pub folded: Vec<FoldedShard>,
+}
+
+/// The pending generations of one table, per shard in ascending order.
+struct TablePlan<'c> {
+    ty: &'c TypeDef,
+    shards: Vec<(Uuid, Vec<PendingGeneration>)>,
+}
+
+/// Fold every flushed generation of `branch`'s enrolled tables above their compaction
+/// marks. The caller holds the branch's write queue and has frozen its own writers (the
+/// cut); generations flushed by other processes are folded as they stand.
+pub async fn fold_pending(
+    target: GraphTarget<'_>,
+    catalog: &Catalog,
+    branch: &str,
+    settings: &FoldSettings,
+) -> Result<FoldOutcome> {
+    let head = target.publisher.head(branch).await.context(PublishSnafu)?;
+    let plans = plan(target, catalog).await?;
+    if plans.is_empty() {
+        return Ok(FoldOutcome::default());
+    }
+    let commit_id = new_commit_id();
+    let tables = SnapshotTables {
+        store: target.store,
+        catalog,
+        head: &head,
+    };
+
+    // Pass 1: validate, newest row per key first; keep only keys between chunks.
+    let mut checker = FoldChecker::new(&tables);
+    let mut rejects = RejectRows::new(&commit_id);
+    let mut rejected_keys: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut folded = Vec::new();
+    let mut rows = BTreeMap::new();
+    for plan in &plans {
+        let ty = plan.ty;
+        let path = ty.table_path();
+        let schema = table_arrow_schema(&tables, ty).await?;
+        let mut seen = HashSet::new();
+        let mut table_rows = 0;
+        for (shard, generations) in &plan.shards {
+            let mut shard_rows = 0;
+            for generation in generations.iter().rev() {
+                let mut stream =
+                    generation_rows(target.store, &path, *shard, generation, schema.clone())
+                        .await
+                        .context(MemWalSnafu)?;
+                let mut chunk = Vec::new();
+                let mut chunk_len = 0;
+                loop {
+                    let next = stream.try_next().await.context(MemWalSnafu)?;
+                    let done = next.is_none();
+                    if let Some(batch) = next {
+                        let batch = unseen_rows(&batch, &mut seen)?;
+                        chunk_len += batch.num_rows();
+                        chunk.push(batch);
+                    }
+                    if chunk_len > 0 && (done || chunk_len >= settings.chunk_rows) {
+                        let batch = concat(&schema, &chunk)?;
+                        let failed = checker.check(ty, &batch).await?;
+                        let ids = string_column(&batch, "id");
+                        for reject in &failed {
+                            let key = ids.value(reject.row).to_owned();
+                            if settings.policy == RejectPolicy::Halt {
+                                return HaltedSnafu {
+                                    table: ty.name.clone(),
+                                    key,
+                                    kind: reject.kind.to_string(),
+                                    message: reject.message.clone(),
+                                }
+                                .fail();
+                            }
+                            rejected_keys
+                                .entry(path.clone())
+                                .or_default()
+                                .insert(key.clone());
+                            rejects.push(Reject {
+                                table: ty.name.clone(),
+                                key,
+                                row: row_json(&batch, reject.row),
+                                kind: reject.kind,
+                                message: reject.message.clone(),
+                                shard: shard.to_string(),
+                                generation: generation.generation,
+                            });
+                        }
+                        shard_rows += (batch.num_rows() - failed.len()) as u64;
+                        chunk.clear();
+                        chunk_len = 0;
+                    }
+                    if done {
+                        break;
+                    }
+                }
+            }
+            if let (Some(first), Some(last)) = (generations.first(), generations.last()) {
+                folded.push(FoldedShard {
+                    table: path.clone(),
+                    shard: shard.to_string(),
+                    first_generation: first.generation,
+                    last_generation: last.generation,
+                    rows: shard_rows,
+                });
+            }
+            table_rows += shard_rows;
+        }
+        rows.insert(ty.name.clone(), table_rows);
+    }
+
+    // Pass 2: stage one merge-insert per table, streaming the same rows minus rejects.
+    let mut staged = Vec::new();
+    let mut rows_written = BTreeMap::new();
+    for plan in &plans {
+        let path = plan.ty.table_path();
+        let dataset = Arc::new(tables.open(plan.ty).await?);
+        let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
+        let source = merge_source(
+            target,
+            &path,
+            &plan.shards,
+            schema.clone(),
+            rejected_keys.remove(&path).unwrap_or_default(),
+        )
+        .await?;
+        let marks = plan
+            .shards
+            .iter()
+            .filter_map(|(shard, gens)| {
+                gens.last()
+                    .map(|g| CompactedSsTable::new(*shard, g.generation))
+            })
+            .collect();
+        let lance = |action: &'static str| LanceSnafu {
+            action,
+            table: path.clone(),
+        };
+        let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
+            .context(lance("stage fold"))?;
+        builder
+            .when_matched(WhenMatched::UpdateAll)
+            .when_not_matched(WhenNotMatched::InsertAll)
+            .skip_auto_cleanup(true)
+            .mark_sstables_as_compacted(marks);
+        let job = builder.try_build().context(lance("stage fold"))?;
+        let source: SendableRecordBatchStream =
+            Box::pin(RecordBatchStreamAdapter::new(schema, source));
+        let result = job
+            .execute_uncommitted(source)
+            .await
+            .context(lance("stage fold"))?;
+        rows_written.insert(path.clone(), rows.get(&plan.ty.name).copied().unwrap_or(0));
+        staged.push(StagedWrite {
+            dataset,
+            path,
+            transaction: result.transaction,
+            affected: result.affected_rows,
+        });
+    }
+    let rejected = rejects.len() as u64;
+    if !rejects.is_empty() {
+        let (dataset, transaction) = rejects.stage(target.store).await?;
+        rows_written.insert(REJECTS_PATH.to_owned(), rejected);
+        staged.push(StagedWrite {
+            dataset,
+            path: REJECTS_PATH.to_owned(),
+            transaction,
+            affected: None,
+        });
+    }
+
+    let intent = Intent {
+        id: Intent::new_id(),
+        branch: branch.to_owned(),
+        expected_head: head.id.clone(),
+        actor: FOLD_ACTOR.to_owned(),
+        kind: CommitKind::Fold,
+        rows_written,
+        owner: Some(Owner::this_process()),
+        commit_id: Some(commit_id),
+        folded: folded.clone(),
+        tables: staged
+            .iter()
+            .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))
+            .collect::<Result<_>>()?,
+    };
+    let commit = commit_intent(target, &intent, staged).await?;
+    Ok(FoldOutcome {
+        commit: Some(commit),
+        rows,
+        rejected,
+        folded,
+    })
+}
+
+/// The enrolled `@stream` tables with pending generations: nodes before edges, so edge
+/// endpoints are checked against the nodes of the same fold.
+async fn plan<'c>(target: GraphTarget<'_>, catalog: &'c Catalog) -> Result<Vec<TablePlan<'c>>> {
+    let mut plans = Vec::new();
+    for kind in [TypeKind::Node, TypeKind::Edge] {
+        for ty in catalog
+            .types
+            .iter()
+            .filter(|t| t.kind == kind && t.stream.is_some())
+        {
+            let Some(state) = table_state(target.store, &ty.table_path())
+                .await
+                .context(MemWalSnafu)?
+            else {
+                continue;
+            };
+            let mut shards = Vec::new();
+            for shard in state.shards {
+                let mut pending = shard.pending;
+                pending.sort_by_key(|g| g.generation);
+                if !pending.is_empty() {
+                    shards.push((shard.shard, pending));
+                }
+            }
+            if !shards.is_empty() {
+                plans.push(TablePlan { ty, shards });
+            }
+        }
+    }
+    Ok(plans)
+}
+
+async fn table_arrow_schema(tables: &SnapshotTables<'_>, ty: &TypeDef) -> Result<SchemaRef> {
+    let dataset = tables.open(ty).await?;
+    Ok(Arc::new(Schema::from(dataset.schema())))
+}
+
+/// The rows of `batch` whose key was not seen yet (newest first, so the first sighting is
+/// the newest write); marks them seen.
+fn unseen_rows(batch: &RecordBatch, seen: &mut HashSet<String>) -> Result<RecordBatch> {
+    let ids = string_column(batch, "id");
+    let keep: BooleanArray = ids
+        .iter()
+        .map(|id| Some(id.is_some_and(|id| seen.insert(id.to_owned()))))
+        .collect();
+    filter(batch, &keep)
+}
+
+fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
+    arrow_select::filter::filter_record_batch(batch, keep).map_err(|e| Error::Invalid {
+        what: "fold rows".into(),
+        message: e.to_string(),
+    })
+}
+
+fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    arrow_select::concat::concat_batches(schema, batches).map_err(|e| Error::Invalid {
+        what: "fold rows".into(),
+        message: e.to_string(),
+    })
+}
+
+/// The merge source of one table: its pending generations newest first, one row per key,
+/// rejected keys left out — the same rows pass 1 accepted, streamed again.
+async fn merge_source(
+    target: GraphTarget<'_>,
+    path: &str,
+    shards: &[(Uuid, Vec<PendingGeneration>)],
+    schema: SchemaRef,
+    rejected: HashSet<String>,
+) -> Result<BoxStream<'static, datafusion_common::Result<RecordBatch>>> {
+    let mut streams = Vec::new();
+    for (shard, generations) in shards {
+        for generation in generations.iter().rev() {
+            streams.push(
+                generation_rows(target.store, path, *shard, generation, schema.clone())
+                    .await
+                    .context(MemWalSnafu)?,
+            );
+        }
+    }
+    let mut seen = HashSet::new();
+    let stream = futures::stream::iter(streams)
+        .flatten()
+        .map(move |batch| {
+            let batch =
+                batch.map_err(|e| datafusion_common::DataFusionError::External(Box::new(e)))?;
+            let ids = string_column(&batch, "id");
+            let keep: BooleanArray = ids
+                .iter()
+                .map(|id| {
+                    Some(id.is_some_and(|id| !rejected.contains(id) && seen.insert(id.to_owned())))
+                })
+                .collect();
+            filter(&batch, &keep)
+                .map_err(|e| datafusion_common::DataFusionError::External(Box::new(e)))
+        })
+        .boxed();
+    Ok(stream)
+}

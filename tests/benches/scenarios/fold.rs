@@ -1,0 +1,184 @@
+//! Fold scenarios: throughput by pending rows, cost at table history 10 vs 1,000, and
+//! sustained ingest with the background folder on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tributary::{Graph, GraphSettings, LoadOptions, OpCounter, ReadOptions};
+use tributary_tests::{company, ndjson, person, SCHEMA};
+
+use crate::report;
+
+const SEND_ROWS: usize = 10_000;
+
+async fn ingest_rows(graph: &Graph, prefix: &str, rows: usize) {
+    let ingest = graph.ingest("main").expect("ingest");
+    let mut sent = 0;
+    while sent < rows {
+        let n = SEND_ROWS.min(rows - sent);
+        let lines: Vec<String> = (sent..sent + n)
+            .map(|i| person(&format!("{prefix}{i}"), (i % 100) as i32))
+            .collect();
+        let ack = ingest.send(1, &ndjson(&lines)).await.expect("send");
+        assert_eq!(ack.durable_rows as usize, n);
+        sent += n;
+    }
+}
+
+/// Fold `pending` acknowledged rows into an empty table: rows/s of the fold alone.
+pub async fn fold_throughput(pending: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, SCHEMA).await.expect("init");
+    let counter = OpCounter::new();
+    let graph = Graph::open_counted(&uri, counter.clone())
+        .await
+        .expect("open");
+    ingest_rows(&graph, "p", pending).await;
+    let before = counter.snapshot();
+    let started = Instant::now();
+    let outcome = graph.fold("main").await.expect("fold");
+    let elapsed = started.elapsed();
+    assert_eq!(outcome.rows["Person"] as usize, pending);
+    let generations: u64 = outcome
+        .folded
+        .iter()
+        .map(|f| f.last_generation - f.first_generation + 1)
+        .sum();
+    report(json!({
+        "scenario": "fold_throughput",
+        "pending_rows": pending,
+        "generations": generations,
+        "fold_ms": elapsed.as_secs_f64() * 1e3,
+        "rows_per_s": pending as f64 / elapsed.as_secs_f64(),
+        "object_store_ops": counter.snapshot().since(&before).total(),
+    }));
+}
+
+/// Cost of folding 1,000 rows into a table with `history` earlier commits.
+pub async fn fold_cost_at_history(history: usize) -> (u64, f64) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, SCHEMA).await.expect("init");
+    let counter = OpCounter::new();
+    let graph = Graph::open_counted(&uri, counter.clone())
+        .await
+        .expect("open");
+    // History: one small ingest + fold per commit, so the table's versions and the
+    // graph's commits both grow.
+    for h in 0..history {
+        let ack = graph
+            .ingest("main")
+            .expect("ingest")
+            .send(1, &person(&format!("h{h}"), 1))
+            .await
+            .expect("send");
+        assert_eq!(ack.durable_rows, 1);
+        graph.fold("main").await.expect("fold");
+    }
+    let mut measured = Vec::new();
+    let mut ops = Vec::new();
+    for round in 0..5 {
+        ingest_rows(&graph, &format!("r{round}-"), 1_000).await;
+        let before = counter.snapshot();
+        let started = Instant::now();
+        graph.fold("main").await.expect("fold");
+        measured.push(started.elapsed());
+        ops.push(counter.snapshot().since(&before).total());
+    }
+    measured.sort();
+    ops.sort();
+    let median_ms = measured[2].as_secs_f64() * 1e3;
+    report(json!({
+        "scenario": "fold_cost",
+        "table_history": history,
+        "rows_folded": 1_000,
+        "fold_ms_p50": median_ms,
+        "object_store_ops_p50": ops[2],
+    }));
+    (ops[2], median_ms)
+}
+
+/// Producers stream 100-row sends for `duration` with the background folder on; what is
+/// acknowledged and what is visible at the end.
+pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f64) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, SCHEMA).await.expect("init");
+    let graph = Arc::new(
+        Graph::open_with(&uri, GraphSettings::default())
+            .await
+            .expect("open"),
+    );
+    graph
+        .load(&ndjson(&[company("warm")]), &LoadOptions::default())
+        .await
+        .expect("load");
+    graph.start_folder("main").await.expect("folder");
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let graph = graph.clone();
+            tokio::spawn(async move {
+                let ingest = graph.ingest("main").expect("ingest");
+                let mut rows = 0u64;
+                let mut s = 0;
+                while started.elapsed() < duration {
+                    let lines: Vec<String> = (0..100)
+                        .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
+                        .collect();
+                    rows += ingest
+                        .send(1, &ndjson(&lines))
+                        .await
+                        .expect("send")
+                        .durable_rows;
+                    s += 1;
+                }
+                rows
+            })
+        })
+        .collect();
+    let mut acked = 0;
+    for task in tasks {
+        acked += task.await.expect("producer");
+    }
+    let ingest_elapsed = started.elapsed();
+    let visible_at_end = graph
+        .read("Person", &ReadOptions::default())
+        .await
+        .expect("read")
+        .num_rows();
+    graph.stop_folder().await;
+    let drain = Instant::now();
+    graph.fold("main").await.expect("final fold");
+    let drain_ms = drain.elapsed().as_secs_f64() * 1e3;
+    let folds = graph
+        .log("main", 100_000)
+        .await
+        .expect("log")
+        .iter()
+        .filter(|c| c.kind == tributary::CommitKind::Fold)
+        .count();
+    let visible = graph
+        .read("Person", &ReadOptions::default())
+        .await
+        .expect("read")
+        .num_rows();
+    assert_eq!(
+        visible as u64, acked,
+        "every acknowledged row is visible after the last fold"
+    );
+    let rows_per_s = acked as f64 / ingest_elapsed.as_secs_f64();
+    report(json!({
+        "scenario": "sustained_ingest_with_folder",
+        "producers": producers,
+        "seconds": ingest_elapsed.as_secs_f64(),
+        "acked_rows": acked,
+        "acked_rows_per_s": rows_per_s,
+        "visible_when_producers_stopped": visible_at_end,
+        "final_fold_ms": drain_ms,
+        "fold_commits": folds,
+        "over_load_1_row": rows_per_s / load_rows_per_s,
+    }));
+}

@@ -1,0 +1,442 @@
+//! The fold: acknowledged WAL rows → one graph commit, exactly once; fold-time validation
+//! and dead letters; the `halt` policy; crash windows; the background folder.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow_array::{Array, Int32Array, RecordBatch, StringArray};
+use tributary::{
+    At, CommitKind, ErrorKind, FoldSettings, FoldTriggers, Graph, GraphSettings, LoadOptions,
+    ReadOptions, Recovered, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
+};
+use tributary_tests::{company, edge, ndjson, person, temp_graph};
+
+use crate::FAILPOINTS;
+
+fn strings(batch: &RecordBatch, column: &str) -> Vec<String> {
+    let array = batch
+        .column_by_name(column)
+        .unwrap_or_else(|| panic!("no column {column}"))
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .expect("a string column");
+    let mut out: Vec<String> = array.iter().flatten().map(str::to_owned).collect();
+    out.sort();
+    out
+}
+
+async fn ids(graph: &Graph, ty: &str) -> Vec<String> {
+    let batch = graph.read(ty, &ReadOptions::default()).await.unwrap();
+    strings(&batch, "id")
+}
+
+async fn age_of(graph: &Graph, key: &str) -> Option<i32> {
+    let batch = graph.get("Person", key, &At::default()).await.unwrap()?;
+    let ages = batch
+        .column_by_name("age")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .unwrap();
+    ages.is_valid(0).then(|| ages.value(0))
+}
+
+fn person_with_email(name: &str, email: &str) -> String {
+    format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
+}
+
+async fn send(graph: &Graph, lines: &[String]) {
+    let ack = graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(lines))
+        .await
+        .unwrap();
+    assert!(ack.rejected.is_empty(), "{:?}", ack.rejected);
+    assert_eq!(ack.durable_rows, lines.len() as u64);
+}
+
+#[tokio::test]
+async fn a_fold_publishes_every_acknowledged_row_in_one_commit() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    graph
+        .load(&ndjson(&[company("acme")]), &LoadOptions::default())
+        .await
+        .unwrap();
+    send(
+        &graph,
+        &[
+            person("ada", 36),
+            person("alan", 41),
+            edge("WorksAt", "ada", "acme"),
+        ],
+    )
+    .await;
+    assert!(
+        ids(&graph, "Person").await.is_empty(),
+        "not visible before the fold"
+    );
+
+    let before = graph.log("main", 100).await.unwrap().len();
+    let outcome = graph.fold("main").await.unwrap();
+    let commit = outcome.commit.expect("a fold commit");
+    assert_eq!(commit.kind, CommitKind::Fold);
+    assert_eq!(commit.actor, FOLD_ACTOR);
+    assert_eq!(commit.rows_written["nodes/Person.lance"], 2);
+    assert_eq!(commit.rows_written["edges/WorksAt.lance"], 1);
+    assert_eq!(outcome.rows["Person"], 2);
+    assert_eq!(outcome.rejected, 0);
+    assert_eq!(
+        commit.folded.len(),
+        2,
+        "one shard per table: {:?}",
+        commit.folded
+    );
+    assert_eq!(graph.log("main", 100).await.unwrap().len(), before + 1);
+
+    assert_eq!(ids(&graph, "Person").await, ["ada", "alan"]);
+    assert_eq!(ids(&graph, "WorksAt").await, ["ada->acme"]);
+    let status = graph.ingest_status("main").await.unwrap();
+    assert_eq!(status.last_fold.as_deref(), Some(commit.id.as_str()));
+    for table in &status.tables {
+        assert_eq!(table.pending_rows, 0, "{}", table.table);
+        assert_eq!(table.unflushed_rows, 0, "{}", table.table);
+    }
+
+    // Nothing pending: no commit.
+    let again = graph.fold("main").await.unwrap();
+    assert!(again.commit.is_none());
+    assert_eq!(graph.log("main", 100).await.unwrap().len(), before + 1);
+}
+
+#[tokio::test]
+async fn the_newest_acknowledged_write_of_a_key_wins() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    send(&graph, &[person("ada", 36)]).await;
+    graph.close_writers().await.unwrap(); // generation 1
+    send(&graph, &[person("ada", 37), person("bob", 5)]).await;
+    graph.close_writers().await.unwrap(); // generation 2
+    send(&graph, &[person("ada", 38)]).await; // in the memtable: the cut flushes it
+
+    let outcome = graph.fold("main").await.unwrap();
+    assert_eq!(outcome.rows["Person"], 2, "one row per key");
+    let shard = &outcome.folded[0];
+    assert!(
+        shard.last_generation > shard.first_generation,
+        "several generations in one fold: {shard:?}"
+    );
+    assert_eq!(age_of(&graph, "ada").await, Some(38));
+
+    send(&graph, &[person("ada", 39)]).await;
+    graph.fold("main").await.unwrap();
+    assert_eq!(age_of(&graph, "ada").await, Some(39));
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+}
+
+#[tokio::test]
+async fn validation_spans_chunks_of_one_fold() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let mut lines = Vec::new();
+    for i in 0..9 {
+        lines.push(person_with_email(
+            &format!("p{i}"),
+            &format!("u{}@x.io", i % 3),
+        ));
+    }
+    send(&graph, &lines).await;
+    drop(graph);
+    let settings = GraphSettings {
+        fold: FoldSettings {
+            chunk_rows: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let outcome = graph.fold("main").await;
+    // The writer of the first handle was never closed: its rows are in the WAL only, so
+    // this process replays them by warming the writer, then folds.
+    assert!(outcome.unwrap().commit.is_none());
+    graph.ingest("main").unwrap().warm("Person").await.unwrap();
+    let outcome = graph.fold("main").await.unwrap();
+    assert_eq!(outcome.rows["Person"], 3, "one owner per email");
+    assert_eq!(outcome.rejected, 6);
+    let rejects = graph.rejects(&At::default()).await.unwrap();
+    assert_eq!(rejects.num_rows(), 6);
+    assert!(strings(&rejects, "kind").iter().all(|k| k == "unique"));
+}
+
+#[tokio::test]
+async fn rows_failing_fold_validation_become_dead_letters_in_the_same_commit() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    graph
+        .load(
+            &ndjson(&[
+                company("acme"),
+                company("beta"),
+                person_with_email("zed", "z@x.io"),
+            ]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    send(
+        &graph,
+        &[
+            person("ada", 1),
+            person_with_email("bob", "z@x.io"),
+            person("carl", 3),
+            edge("Knows", "ada", "ghost"),
+            edge("Knows", "ada", "carl"),
+            edge("WorksAt", "carl", "acme"),
+            edge("WorksAt", "carl", "beta"),
+        ],
+    )
+    .await;
+    let outcome = graph.fold("main").await.unwrap();
+    let commit = outcome.commit.expect("a fold commit");
+    assert_eq!(outcome.rejected, 3);
+    assert_eq!(commit.rows_written[REJECTS_PATH], 3);
+    assert!(commit.tables.contains_key(REJECTS_PATH));
+
+    let rejects = graph.rejects(&At::default()).await.unwrap();
+    assert_eq!(
+        strings(&rejects, "kind"),
+        ["cardinality", "endpoint", "unique"]
+    );
+    assert_eq!(strings(&rejects, "fold_commit"), vec![commit.id.clone(); 3]);
+    let keys = strings(&rejects, "key");
+    assert!(keys.contains(&"ada->ghost".to_owned()), "{keys:?}");
+    let messages = strings(&rejects, "message");
+    assert!(messages.iter().any(|m| m.contains("ghost")), "{messages:?}");
+    let rows = strings(&rejects, "row");
+    assert!(rows.iter().all(|r| r.starts_with('{')), "{rows:?}");
+
+    assert_eq!(ids(&graph, "Knows").await, ["ada->carl"]);
+    assert_eq!(ids(&graph, "WorksAt").await.len(), 1, "@card(0..1)");
+    assert_eq!(
+        ids(&graph, "Person").await,
+        ["ada", "carl", "zed"],
+        "zed keeps the email"
+    );
+
+    // Dead letters are part of the snapshot: the commit before the fold has none.
+    let parent = commit.parent.clone().unwrap();
+    assert_eq!(
+        graph.rejects(&At::Commit(parent)).await.unwrap().num_rows(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn the_halt_policy_refuses_the_fold_and_reports_the_row() {
+    let (_dir, uri, graph) = temp_graph().await;
+    send(&graph, &[person("ada", 1), edge("Knows", "ada", "ghost")]).await;
+    graph.close_writers().await.unwrap();
+    drop(graph);
+    let settings = GraphSettings {
+        fold: FoldSettings {
+            policy: RejectPolicy::Halt,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let head = graph.snapshot(&At::default()).await.unwrap();
+    let error = graph.fold("main").await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    let message = error.to_string();
+    assert!(
+        message.contains("ada->ghost") && message.contains("endpoint"),
+        "{message}"
+    );
+    assert_eq!(
+        graph.snapshot(&At::default()).await.unwrap(),
+        head,
+        "nothing published"
+    );
+    let status = graph.ingest_status("main").await.unwrap();
+    assert!(status
+        .fold_error
+        .as_deref()
+        .is_some_and(|e| e.contains("ada->ghost")));
+    assert!(status.tables.iter().any(|t| t.pending_rows > 0));
+
+    // Another process sees the halt too.
+    let other = Graph::open(&uri).await.unwrap();
+    let seen = other.ingest_status("main").await.unwrap().fold_error;
+    assert!(seen.is_some_and(|e| e.contains("ada->ghost")));
+
+    // The missing endpoint arrives: the next fold applies everything and clears the halt.
+    send(&graph, &[person("ghost", 2)]).await;
+    let outcome = graph.fold("main").await.unwrap();
+    assert_eq!(outcome.rejected, 0);
+    assert_eq!(ids(&graph, "Knows").await, ["ada->ghost"]);
+    assert!(graph
+        .ingest_status("main")
+        .await
+        .unwrap()
+        .fold_error
+        .is_none());
+}
+
+#[tokio::test]
+async fn a_load_after_an_ingest_of_the_same_key_wins() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    send(&graph, &[person("ada", 36)]).await;
+    graph
+        .load(&ndjson(&[person("ada", 50)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(age_of(&graph, "ada").await, Some(50));
+    graph.fold("main").await.unwrap();
+    assert_eq!(
+        age_of(&graph, "ada").await,
+        Some(50),
+        "the older ingest never lands on top"
+    );
+    let kinds: Vec<CommitKind> = graph
+        .log("main", 3)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.kind)
+        .collect();
+    assert_eq!(
+        kinds[..2],
+        [CommitKind::Load, CommitKind::Fold],
+        "folded first, then loaded"
+    );
+}
+
+/// Ingest two tables' rows, stop a fold at `point`, reopen (recovery), fold again; every
+/// acknowledged row must be visible once and one fold commit must carry them.
+async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
+    let (_dir, uri, graph) = temp_graph().await;
+    send(
+        &graph,
+        &[
+            person("ada", 1),
+            person("bob", 2),
+            edge("Knows", "ada", "bob"),
+        ],
+    )
+    .await;
+    {
+        let _lock = FAILPOINTS.lock().await;
+        let scenario = fail::FailScenario::setup();
+        fail::cfg(point, "return").unwrap();
+        let error = graph.fold("main").await.unwrap_err();
+        assert!(error.to_string().contains(point), "{error}");
+        scenario.teardown();
+    }
+    // What recovery does depends on the window (run on this handle, as open would).
+    let report = graph.recover().await.unwrap();
+    assert!(
+        matches!(report.as_slice(), [one] if expect(one)),
+        "{point}: {report:?}"
+    );
+    drop(graph);
+    let graph = Graph::open(&uri).await.unwrap();
+    assert!(
+        graph.store().list("__recovery").await.unwrap().is_empty(),
+        "sidecar left"
+    );
+    assert!(graph.recover().await.unwrap().is_empty());
+    graph.fold("main").await.unwrap();
+
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+    assert_eq!(ids(&graph, "Knows").await, ["ada->bob"]);
+    let folds: Vec<_> = graph
+        .log("main", 20)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.kind == CommitKind::Fold)
+        .collect();
+    assert_eq!(folds.len(), 1, "exactly one fold commit: {folds:#?}");
+    assert_eq!(folds[0].rows_written["nodes/Person.lance"], 2);
+    let status = graph.ingest_status("main").await.unwrap();
+    for table in &status.tables {
+        assert_eq!(
+            table.pending_rows, 0,
+            "{}: nothing left to fold",
+            table.table
+        );
+    }
+    // Nothing is folded twice: one more fold has nothing to do.
+    assert!(graph.fold("main").await.unwrap().commit.is_none());
+}
+
+#[tokio::test]
+async fn fold_crash_before_any_table_commit_refolds() {
+    fold_crash_at("fold::before-table-commits", |r| {
+        matches!(r, Recovered::Dropped { .. })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fold_crash_between_table_commits_is_rolled_forward() {
+    fold_crash_at("fold::between-table-commits", |r| {
+        matches!(r, Recovered::RolledForward { .. })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fold_crash_before_publish_is_rolled_forward() {
+    fold_crash_at("fold::before-publish", |r| {
+        matches!(r, Recovered::RolledForward { .. })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fold_crash_after_publish_only_deletes_the_sidecar() {
+    fold_crash_at("fold::before-sidecar-delete", |r| {
+        matches!(r, Recovered::AlreadyPublished { .. })
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_background_folder_publishes_and_stops_on_close() {
+    let (_dir, uri, graph) = temp_graph().await;
+    drop(graph);
+    let settings = GraphSettings {
+        triggers: FoldTriggers {
+            max_lag: Duration::from_millis(50),
+            poll: Duration::from_millis(20),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = Arc::new(Graph::open_with(&uri, settings).await.unwrap());
+    graph.start_folder("main").await.unwrap();
+    assert!(graph.folder_running().await);
+    send(&graph, &[person("ada", 1), person("bob", 2)]).await;
+    let mut visible = Vec::new();
+    for _ in 0..600 {
+        visible = ids(&graph, "Person").await;
+        if visible.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        visible,
+        ["ada", "bob"],
+        "the folder published without a fold call"
+    );
+    graph.close().await.unwrap();
+    assert!(!graph.folder_running().await);
+    let folds = graph
+        .log("main", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.kind == CommitKind::Fold)
+        .count();
+    assert!(folds >= 1);
+}

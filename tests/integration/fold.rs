@@ -309,6 +309,18 @@ async fn a_load_after_an_ingest_of_the_same_key_wins() {
     );
 }
 
+/// Data files of every table (staged or committed).
+fn data_files(uri: &str) -> usize {
+    ["nodes/Person.lance", "edges/Knows.lance"]
+        .iter()
+        .map(|t| {
+            std::fs::read_dir(std::path::Path::new(uri).join(t).join("data"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
 /// Ingest two tables' rows, stop a fold at `point`, reopen (recovery), fold again; every
 /// acknowledged row must be visible once and one fold commit must carry them.
 async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
@@ -322,6 +334,7 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
         ],
     )
     .await;
+    let files_before = data_files(&uri);
     {
         let _lock = FAILPOINTS.lock().await;
         let scenario = fail::FailScenario::setup();
@@ -336,6 +349,13 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
         matches!(report.as_slice(), [one] if expect(one)),
         "{point}: {report:?}"
     );
+    if matches!(report.as_slice(), [Recovered::Dropped { .. }]) {
+        assert_eq!(
+            data_files(&uri),
+            files_before,
+            "a dropped fold's staged files are removed"
+        );
+    }
     drop(graph);
     let graph = Graph::open(&uri).await.unwrap();
     assert!(

@@ -59,6 +59,9 @@ pub(crate) struct FoldState {
     /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
     last_error: SyncMutex<Option<Option<String>>>,
     folder: Mutex<Option<Folder>>,
+    /// Set once a fold has run here: from then on only this process's own
+    /// acknowledgements (`oldest_unfolded`) can be pending before a load.
+    settled: std::sync::atomic::AtomicBool,
 }
 
 struct Folder {
@@ -74,6 +77,17 @@ impl FoldState {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         oldest.get_or_insert_with(Instant::now);
+    }
+
+    /// Whether a load must fold first: nothing is known yet, or this process has
+    /// acknowledged writes no fold has cut.
+    fn may_have_pending(&self) -> bool {
+        !self.settled.load(std::sync::atomic::Ordering::Acquire)
+            || self
+                .oldest_unfolded
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
     }
 
     fn take_oldest(&self) -> Option<Instant> {
@@ -143,6 +157,9 @@ impl Graph {
         .await;
         match &result {
             Ok(outcome) => {
+                self.folding
+                    .settled
+                    .store(true, std::sync::atomic::Ordering::Release);
                 if let Some(commit) = &outcome.commit {
                     self.record_fold_error(None).await;
                     tracing::info!(commit = %commit.id, rows = ?outcome.rows, rejected = outcome.rejected, "folded");
@@ -157,14 +174,16 @@ impl Graph {
     }
 
     /// A load of a `@stream` type first folds what is pending, so the load (newer) is not
-    /// overwritten by an older acknowledged write folded after it.
+    /// overwritten by an older acknowledged write folded after it. Only this process's
+    /// acknowledgements (and what was pending when it started) are ordered this way: a
+    /// load says nothing about writes another process has not flushed yet.
     pub(crate) async fn fold_before_load(&self, branch: &str, batches: &[TypeBatch]) -> Result<()> {
         let streamed = batches.iter().any(|b| {
             self.catalog
                 .get(&b.type_name)
                 .is_some_and(|t| t.stream.is_some())
         });
-        if streamed && branch == MAIN_BRANCH {
+        if streamed && branch == MAIN_BRANCH && self.folding.may_have_pending() {
             self.fold_locked(branch).await?;
         }
         Ok(())

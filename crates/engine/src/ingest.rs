@@ -74,6 +74,11 @@ impl Graph {
                 .await
                 .map_err(Error::from_memwal)?,
         );
+        // Opening replays what an earlier writer acknowledged but never flushed: that is
+        // pending work of this process now.
+        if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
+            self.folding.acknowledged();
+        }
         tables.insert(key, writer.clone());
         Ok(writer)
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use lance::dataset::transaction::Transaction;
+use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::CommitBuilder;
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
@@ -268,6 +268,7 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
         }
     }
     if versions.is_empty() {
+        remove_staged_files(target.store, intent).await;
         return Ok(Recovered::Dropped {
             intent: intent.id.clone(),
         });
@@ -297,6 +298,31 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
         intent: intent.id.clone(),
         commit: commit.id,
     })
+}
+
+/// A dropped intent's staged data files can never be committed: remove them now rather
+/// than leave them for a time-based sweep. Best effort: a file left behind is only space.
+async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
+    for table in &intent.tables {
+        let transaction = match table.decode(&intent.id) {
+            Ok(transaction) => transaction,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read a dropped intent's staged files");
+                continue;
+            }
+        };
+        let fragments = match &transaction.operation {
+            Operation::Append { fragments } => fragments.as_slice(),
+            Operation::Update { new_fragments, .. } => new_fragments.as_slice(),
+            _ => &[],
+        };
+        for file in fragments.iter().flat_map(|f| f.files.iter()) {
+            let path = format!("{}/data/{}", table.path, file.path);
+            if let Err(error) = store.delete(&path).await {
+                tracing::warn!(%error, path, "could not remove a staged data file");
+            }
+        }
+    }
 }
 
 /// The version a staged transaction produced, if it was committed.

@@ -460,3 +460,68 @@ async fn the_background_folder_publishes_and_stops_on_close() {
         .count();
     assert!(folds >= 1);
 }
+
+#[tokio::test]
+async fn fold_triggers_fire_on_generations_bytes_and_lag() {
+    let (_dir, uri, graph) = temp_graph().await;
+    drop(graph);
+    let open = |triggers: FoldTriggers| {
+        let uri = uri.clone();
+        async move {
+            let settings = GraphSettings {
+                triggers,
+                ..Default::default()
+            };
+            Graph::open_with(&uri, settings).await.unwrap()
+        }
+    };
+    let quiet = FoldTriggers {
+        pending_generations: 2,
+        pending_bytes: u64::MAX,
+        max_lag: Duration::from_secs(3_600),
+        ..Default::default()
+    };
+    let graph = open(quiet.clone()).await;
+    assert!(!graph.fold_due("main").await.unwrap(), "nothing pending");
+    send(&graph, &[person("ada", 1)]).await;
+    graph.close_writers().await.unwrap();
+    assert!(
+        !graph.fold_due("main").await.unwrap(),
+        "one generation, threshold two"
+    );
+    send(&graph, &[person("bob", 1)]).await;
+    graph.close_writers().await.unwrap();
+    assert!(graph.fold_due("main").await.unwrap(), "two generations");
+    drop(graph);
+
+    // Unflushed bytes count toward the bytes threshold.
+    let graph = open(FoldTriggers {
+        pending_generations: usize::MAX,
+        pending_bytes: 1,
+        ..quiet.clone()
+    })
+    .await;
+    assert!(
+        graph.fold_due("main").await.unwrap(),
+        "pending generation bytes"
+    );
+    graph.fold("main").await.unwrap();
+    assert!(!graph.fold_due("main").await.unwrap(), "folded");
+    send(&graph, &[person("carl", 1)]).await;
+    assert!(
+        graph.fold_due("main").await.unwrap(),
+        "unflushed memtable bytes"
+    );
+    drop(graph);
+
+    // An acknowledged row older than the lag bound is due on its own.
+    let graph = open(FoldTriggers {
+        pending_generations: usize::MAX,
+        max_lag: Duration::from_millis(1),
+        ..quiet
+    })
+    .await;
+    send(&graph, &[person("dan", 1)]).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(graph.fold_due("main").await.unwrap(), "max lag");
+}

@@ -25,12 +25,18 @@ fn ok(args: &[&str]) -> String {
     String::from_utf8(output.stdout).expect("utf-8 output")
 }
 
-/// A graph loaded with the example data set.
-fn example_graph() -> (tempfile::TempDir, String) {
+/// A new graph with the example schema, in a temporary directory.
+fn empty_graph() -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let graph = dir.path().join("g").to_string_lossy().into_owned();
     let schema = examples().join("schema.tg");
     ok(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+    (dir, graph)
+}
+
+/// A graph loaded with the example data set.
+fn example_graph() -> (tempfile::TempDir, String) {
+    let (dir, graph) = empty_graph();
     ok(&[
         "load",
         &graph,
@@ -230,14 +236,7 @@ fn a_committed_load_is_synced() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_acknowledged_row_survives_sigkill() {
     use std::io::{BufRead, BufReader, Write};
-    let dir = tempfile::tempdir().unwrap();
-    let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&[
-        "init",
-        &graph,
-        "--schema",
-        &examples().join("schema.tg").to_string_lossy(),
-    ]);
+    let (_dir, graph) = empty_graph();
     let mut child = bin()
         .args(["ingest", &graph, "-", "--format", "json"])
         .stdin(Stdio::piped())
@@ -297,14 +296,7 @@ async fn every_acknowledged_row_survives_sigkill() {
 
 #[test]
 fn ingest_acknowledges_in_json_and_reports_status() {
-    let dir = tempfile::tempdir().unwrap();
-    let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&[
-        "init",
-        &graph,
-        "--schema",
-        &examples().join("schema.tg").to_string_lossy(),
-    ]);
+    let (dir, graph) = empty_graph();
     let data = dir.path().join("in.ndjson");
     std::fs::write(
         &data,
@@ -402,14 +394,7 @@ fn ingest_acknowledges_in_json_and_reports_status() {
 
 #[test]
 fn dead_letters_and_cleanup_from_the_command_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&[
-        "init",
-        &graph,
-        "--schema",
-        &examples().join("schema.tg").to_string_lossy(),
-    ]);
+    let (dir, graph) = empty_graph();
     let data = dir.path().join("in.ndjson");
     std::fs::write(
         &data,
@@ -457,14 +442,7 @@ fn dead_letters_and_cleanup_from_the_command_line() {
 
 /// A graph with `rows` people ingested (durable, flushed, not folded).
 fn graph_with_pending(rows: usize) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let graph = dir.path().join("g").to_string_lossy().into_owned();
-    ok(&[
-        "init",
-        &graph,
-        "--schema",
-        &examples().join("schema.tg").to_string_lossy(),
-    ]);
+    let (dir, graph) = empty_graph();
     let data = dir.path().join("in.ndjson");
     let lines: String = (0..rows)
         .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\"}}}}\n"))

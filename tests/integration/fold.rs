@@ -525,3 +525,49 @@ async fn fold_triggers_fire_on_generations_bytes_and_lag() {
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(graph.fold_due("main").await.unwrap(), "max lag");
 }
+
+#[tokio::test]
+async fn a_backlog_over_max_rows_folds_in_several_commits_nodes_first() {
+    let (_dir, uri, graph) = temp_graph().await;
+    for batch in 0..3 {
+        let a = format!("a{batch}");
+        let b = format!("b{batch}");
+        send(&graph, &[person(&a, 1), person(&b, 2)]).await;
+        graph.close_writers().await.unwrap(); // one 2-row generation each
+    }
+    send(
+        &graph,
+        &[edge("Knows", "a0", "b2"), edge("Knows", "a2", "b0")],
+    )
+    .await;
+    graph.close_writers().await.unwrap();
+    drop(graph);
+    let settings = GraphSettings {
+        fold: FoldSettings {
+            max_rows: 3,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let outcome = graph.fold("main").await.unwrap();
+    assert!(outcome.complete);
+    // Three 2-row node generations, then the edges: each fold fits in 3 rows.
+    assert_eq!(outcome.commits, 4, "{:?}", outcome.folded);
+    assert_eq!(outcome.rows["Person"], 6);
+    assert_eq!(outcome.rows["Knows"], 2);
+    assert_eq!(outcome.rejected, 0, "no edge folded before its nodes");
+    let folds: Vec<_> = graph
+        .log("main", 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.kind == CommitKind::Fold)
+        .collect();
+    assert_eq!(folds.len(), 4);
+    for fold in &folds {
+        let rows: u64 = fold.rows_written.values().sum();
+        assert!(rows <= 3, "bounded by max_rows: {fold:?}");
+    }
+    assert_eq!(ids(&graph, "Knows").await, ["a0->b2", "a2->b0"]);
+}

@@ -118,9 +118,10 @@ impl FoldState {
 }
 
 impl Graph {
-    /// Fold everything acknowledged so far on `branch` into one graph commit: freeze this
-    /// process's writers (the cut), then fold every flushed generation of every enrolled
-    /// table. Returns what was folded (no commit when nothing was pending).
+    /// Fold everything acknowledged so far on `branch`: freeze this process's writers (the
+    /// cut), then fold every flushed generation of every enrolled table — one graph
+    /// commit, or one per `max_rows` of backlog. Returns what was folded (no commit when
+    /// nothing was pending).
     pub async fn fold(&self, branch: &str) -> Result<FoldOutcome> {
         let queue = self.write_queue(branch).await;
         let _turn = queue.lock().await;
@@ -138,19 +139,16 @@ impl Graph {
             });
         }
         let oldest = self.folding.take_oldest();
-        let result = async {
+        let result: Result<FoldOutcome> = async {
             for writer in self.warm_writers(branch).await {
                 writer.freeze().await.map_err(Error::from_memwal)?;
             }
-            let mut attempt = 0;
+            let mut total = FoldOutcome::default();
             loop {
-                attempt += 1;
-                match fold_pending(self.target(), &self.catalog, branch, &self.settings.fold).await
-                {
-                    Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
-                        tracing::info!(%error, "another folder folded first; planning again");
-                    }
-                    result => break result.map_err(Error::from),
+                let outcome = self.fold_once(branch).await?;
+                total.absorb(outcome);
+                if total.complete {
+                    break Ok(total);
                 }
             }
         }
@@ -171,6 +169,21 @@ impl Graph {
             }
         }
         result
+    }
+
+    /// One fold (one graph commit, at most `max_rows`), re-planned if another process
+    /// folded the same generations first.
+    async fn fold_once(&self, branch: &str) -> Result<FoldOutcome> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match fold_pending(self.target(), &self.catalog, branch, &self.settings.fold).await {
+                Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
+                    tracing::info!(%error, "another folder folded first; planning again");
+                }
+                result => return result.map_err(Error::from),
+            }
+        }
     }
 
     /// A load of a `@stream` type first folds what is pending, so the load (newer) is not

@@ -44,6 +44,9 @@ pub struct FoldSettings {
     pub policy: RejectPolicy,
     /// Rows validated at once; bounds the fold's memory (with keys kept, not rows).
     pub chunk_rows: usize,
+    /// At most this many pending rows per fold (whole generations; at least one): a
+    /// backlog larger than this is folded by several commits, oldest generations first.
+    pub max_rows: u64,
 }
 
 impl Default for FoldSettings {
@@ -51,6 +54,7 @@ impl Default for FoldSettings {
         FoldSettings {
             policy: RejectPolicy::DeadLetter,
             chunk_rows: 65_536,
+            max_rows: 1_000_000,
         }
     }
 }
@@ -64,6 +68,26 @@ pub struct FoldOutcome {
     pub rows: BTreeMap<String, u64>,
     pub rejected: u64,
     pub folded: Vec<FoldedShard>,
+    /// Graph commits made (a backlog over `max_rows` takes several folds).
+    pub commits: usize,
+    /// False when `max_rows` left generations for another fold.
+    pub complete: bool,
+}
+
+impl FoldOutcome {
+    /// Add a later fold's outcome to this one.
+    pub fn absorb(&mut self, later: FoldOutcome) {
+        for (ty, n) in later.rows {
+            *self.rows.entry(ty).or_default() += n;
+        }
+        self.rejected += later.rejected;
+        self.folded.extend(later.folded);
+        self.commits += later.commits;
+        if later.commit.is_some() {
+            self.commit = later.commit;
+        }
+        self.complete = later.complete;
+    }
 }
 
 /// The pending generations of one table, per shard in ascending order.
@@ -82,9 +106,12 @@ pub async fn fold_pending(
     settings: &FoldSettings,
 ) -> Result<FoldOutcome> {
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
-    let plans = plan(target, catalog).await?;
+    let (plans, complete) = plan(target, catalog, settings.max_rows).await?;
     if plans.is_empty() {
-        return Ok(FoldOutcome::default());
+        return Ok(FoldOutcome {
+            complete: true,
+            ..Default::default()
+        });
     }
     let commit_id = new_commit_id();
     let tables = SnapshotTables {
@@ -256,14 +283,29 @@ pub async fn fold_pending(
         rows,
         rejected,
         folded,
+        commits: 1,
+        complete,
     })
 }
 
 /// The enrolled `@stream` tables with pending generations: nodes before edges, so edge
-/// endpoints are checked against the nodes of the same fold.
-async fn plan<'c>(target: GraphTarget<'_>, catalog: &'c Catalog) -> Result<Vec<TablePlan<'c>>> {
+/// endpoints are checked against the nodes of the same fold. At most `max_rows` rows, in
+/// whole generations, oldest first (always at least one generation); once a node table
+/// is cut short no edge table is folded, so an edge never folds before a node that was
+/// acknowledged ahead of it. Returns the plans and whether they cover everything pending.
+async fn plan<'c>(
+    target: GraphTarget<'_>,
+    catalog: &'c Catalog,
+    max_rows: u64,
+) -> Result<(Vec<TablePlan<'c>>, bool)> {
     let mut plans = Vec::new();
+    let mut budget = max_rows;
+    let mut taken_any = false;
+    let mut complete = true;
     for kind in [TypeKind::Node, TypeKind::Edge] {
+        if kind == TypeKind::Edge && !complete {
+            break;
+        }
         for ty in catalog
             .types
             .iter()
@@ -279,8 +321,18 @@ async fn plan<'c>(target: GraphTarget<'_>, catalog: &'c Catalog) -> Result<Vec<T
             for shard in state.shards {
                 let mut pending = shard.pending;
                 pending.sort_by_key(|g| g.generation);
-                if !pending.is_empty() {
-                    shards.push((shard.shard, pending));
+                let mut taken = Vec::new();
+                for generation in pending {
+                    if taken_any && generation.rows > budget {
+                        complete = false;
+                        break;
+                    }
+                    budget = budget.saturating_sub(generation.rows);
+                    taken_any = true;
+                    taken.push(generation);
+                }
+                if !taken.is_empty() {
+                    shards.push((shard.shard, taken));
                 }
             }
             if !shards.is_empty() {
@@ -288,7 +340,7 @@ async fn plan<'c>(target: GraphTarget<'_>, catalog: &'c Catalog) -> Result<Vec<T
             }
         }
     }
-    Ok(plans)
+    Ok((plans, complete))
 }
 
 async fn table_arrow_schema(tables: &SnapshotTables<'_>, ty: &TypeDef) -> Result<SchemaRef> {

@@ -233,22 +233,13 @@ impl GraphStore {
             .collect())
     }
 
-    /// Names (relative to `dir`) of the objects directly below `dir`.
+    /// Names (relative to `dir`) of the objects directly below `dir`, sorted.
     pub async fn list(&self, dir: &str) -> Result<Vec<String>> {
-        let prefix = self.path_of(dir);
-        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
-            Ok(listing) => listing,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(source).context(ObjectStoreSnafu {
-                    path: prefix.to_string(),
-                })
-            }
-        };
-        let mut names: Vec<String> = listing
-            .objects
+        let mut names: Vec<String> = self
+            .sizes(dir)
+            .await?
             .into_iter()
-            .filter_map(|meta| meta.location.filename().map(str::to_owned))
+            .map(|(name, _)| name)
             .collect();
         names.sort();
         Ok(names)

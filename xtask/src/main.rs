@@ -236,7 +236,31 @@ fn demo() -> Result {
             &examples.join("update.ndjson").to_string_lossy(),
         ],
     )?;
-    step("the commit log", &["log", &graph])?;
+    step(
+        "stream rows: acknowledged once durable in the WAL, published by a fold",
+        &[
+            "ingest",
+            &graph,
+            &examples.join("stream.ndjson").to_string_lossy(),
+        ],
+    )?;
+    step(
+        "the streamed rows, visible after the fold (the newest write of river-01 won)",
+        &[
+            "read",
+            &graph,
+            "Person",
+            "--filter",
+            "name LIKE 'river-%'",
+            "--select",
+            "name,age,bio",
+        ],
+    )?;
+    step(
+        "a streamed edge to a node that does not exist became a dead letter",
+        &["rejects", &graph],
+    )?;
+    step("the commit log: loads, then the fold", &["log", &graph])?;
     println!(
         "\nThe demo graph is in {graph}; try `{} --help`.",
         bin.display()

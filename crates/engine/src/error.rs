@@ -108,15 +108,6 @@ impl Error {
         }
     }
 
-    /// Whether this is a simulated crash (a failpoint), which leaves state for recovery.
-    pub fn is_injected(&self) -> bool {
-        matches!(
-            self,
-            Error::Fold {
-                source: tributary_fold::Error::Injected { .. }
-            }
-        )
-    }
     pub(crate) fn from_memwal(source: tributary_memwal_adapter::Error) -> Error {
         Error::MemWal { source }
     }

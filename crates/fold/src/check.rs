@@ -46,24 +46,49 @@ pub struct RowReject {
     pub message: String,
 }
 
-/// The tables of a graph at one commit.
+/// The tables of a graph at one commit, each opened once however often it is asked for.
 pub struct SnapshotTables<'a> {
-    pub store: &'a GraphStore,
+    store: &'a GraphStore,
     pub catalog: &'a Catalog,
-    pub head: &'a CommitRecord,
+    head: &'a CommitRecord,
+    opened: std::sync::Mutex<HashMap<String, Dataset>>,
 }
 
-impl SnapshotTables<'_> {
+impl<'a> SnapshotTables<'a> {
+    pub fn new(store: &'a GraphStore, catalog: &'a Catalog, head: &'a CommitRecord) -> Self {
+        SnapshotTables {
+            store,
+            catalog,
+            head,
+            opened: Default::default(),
+        }
+    }
+
     pub async fn open(&self, ty: &TypeDef) -> Result<Dataset> {
         let path = ty.table_path();
+        let cached = self
+            .opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&path)
+            .cloned();
+        if let Some(dataset) = cached {
+            return Ok(dataset);
+        }
         let version = self.head.tables.get(&path).copied().context(InvalidSnafu {
             what: "snapshot",
             message: format!("commit {} does not pin table {path}", self.head.id),
         })?;
-        self.store
+        let dataset = self
+            .store
             .open_dataset(&path, Some(version))
             .await
-            .context(StorageSnafu)
+            .context(StorageSnafu)?;
+        self.opened
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(path, dataset.clone());
+        Ok(dataset)
     }
 }
 
@@ -129,14 +154,11 @@ impl<'a> FoldChecker<'a> {
         for (column, node_type) in [("src", &ends.from), ("dst", &ends.to)] {
             let keys = string_column(chunk, column);
             let folded = self.folded_nodes.get(node_type.as_str());
-            let missing: Vec<String> = keys
-                .iter()
-                .flatten()
-                .filter(|k| folded.is_none_or(|f| !f.contains(*k)))
-                .map(str::to_owned)
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect();
+            let missing = distinct(
+                keys.iter()
+                    .flatten()
+                    .filter(|k| folded.is_none_or(|f| !f.contains(*k))),
+            );
             if missing.is_empty() {
                 continue;
             }
@@ -184,14 +206,7 @@ impl<'a> FoldChecker<'a> {
         let ids = string_column(chunk, "id");
         let srcs = string_column(chunk, "src");
         let known = self.out_edges.entry(ty.name.clone()).or_default();
-        let unknown: Vec<String> = srcs
-            .iter()
-            .flatten()
-            .filter(|s| !known.contains_key(*s))
-            .map(str::to_owned)
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
+        let unknown = distinct(srcs.iter().flatten().filter(|s| !known.contains_key(*s)));
         for src in &unknown {
             known.entry(src.clone()).or_default();
         }
@@ -246,13 +261,7 @@ impl<'a> FoldChecker<'a> {
                 continue;
             };
             let values = display_values(column.as_ref())?;
-            let wanted: Vec<String> = values
-                .iter()
-                .flatten()
-                .cloned()
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .collect();
+            let wanted = distinct(values.iter().flatten().map(String::as_str));
             let mut in_snapshot: HashMap<String, String> = HashMap::new();
             let literal = literal_kind(column.data_type());
             for (id, value) in lookup_values(table, &field.name, &wanted, literal, &ty.name).await?
@@ -293,4 +302,10 @@ impl<'a> FoldChecker<'a> {
         }
         Ok(())
     }
+}
+
+/// Each value once, for an `IN (…)` lookup.
+fn distinct<'v>(values: impl Iterator<Item = &'v str>) -> Vec<String> {
+    let set: HashSet<&str> = values.collect();
+    set.into_iter().map(str::to_owned).collect()
 }

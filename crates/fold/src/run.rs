@@ -114,11 +114,7 @@ pub async fn fold_pending(
         });
     }
     let commit_id = new_commit_id();
-    let tables = SnapshotTables {
-        store: target.store,
-        catalog,
-        head: &head,
-    };
+    let tables = SnapshotTables::new(target.store, catalog, &head);
 
     // Pass 1: validate, newest row per key first; keep only keys between chunks.
     let mut checker = FoldChecker::new(&tables);

@@ -2,13 +2,14 @@
 
 use std::sync::Arc;
 
-use lance::dataset::mem_wal::{DatasetMemWalExt, LsmScanner, ShardManifestStore, ShardSnapshot};
+use lance::dataset::mem_wal::{DatasetMemWalExt, LsmScanner, ShardSnapshot};
 use lance::Dataset;
 use snafu::ResultExt;
 
 use arrow_array::RecordBatch;
 
 use crate::error::{from_lance, Error, LanceSnafu, Result};
+use crate::shards::shard_manifests;
 use crate::writer::TableWriter;
 
 /// What a fresh read asks for.
@@ -59,29 +60,16 @@ pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Resul
     // The latest version knows every shard, even ones created after `base`.
     let mut latest = base.clone();
     latest.checkout_latest().await.context(lance("refresh"))?;
-    let object_store = latest
-        .object_store(None)
-        .await
-        .context(lance("object store"))?;
     let mut snapshots = Vec::new();
-    for shard in latest
-        .list_mem_wal_latest_shard_ids()
-        .await
-        .context(lance("list shards"))?
-    {
+    for (store, manifest) in shard_manifests(&latest, &table).await? {
+        let shard = store.shard_id();
+        let Some(manifest) = manifest else {
+            continue;
+        };
         let compacted = details
             .as_ref()
             .and_then(|d| d.compacted_sstables.iter().find(|c| c.shard_id == shard))
             .map(|c| c.generation);
-        let store = ShardManifestStore::new(
-            object_store.clone(),
-            &latest.branch_location().path,
-            shard,
-            2,
-        );
-        let Some(manifest) = store.latest().await.context(lance("read shard manifest"))? else {
-            continue;
-        };
         let mut snapshot =
             ShardSnapshot::new(shard).with_current_generation(manifest.current_generation);
         for sstable in manifest

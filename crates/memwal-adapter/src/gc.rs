@@ -2,11 +2,12 @@
 //! *published* table version is ours to remove.
 
 use lance::dataset::mem_wal::util::parse_bit_reversed_filename;
-use lance::dataset::mem_wal::{DatasetMemWalExt, ShardManifestStore};
+use lance::dataset::mem_wal::DatasetMemWalExt;
 use snafu::ResultExt;
 use tributary_storage::GraphStore;
 
 use crate::error::{LanceSnafu, Result, StorageSnafu};
+use crate::shards::shard_manifests;
 
 /// What one collection removed from one table's MemWAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,27 +59,10 @@ pub async fn collect_memwal_garbage(
         .open_dataset(table, None)
         .await
         .context(StorageSnafu)?;
-    let object_store = latest
-        .object_store(None)
-        .await
-        .context(lance("object store"))?;
     let mut removed = MemWalGarbage::default();
-    for shard in latest
-        .list_mem_wal_latest_shard_ids()
-        .await
-        .context(lance("list shards"))?
-    {
-        let manifests = ShardManifestStore::new(
-            object_store.clone(),
-            &latest.branch_location().path,
-            shard,
-            2,
-        );
-        let Some(manifest) = manifests
-            .latest()
-            .await
-            .context(lance("read shard manifest"))?
-        else {
+    for (manifests, manifest) in shard_manifests(&latest, table).await? {
+        let shard = manifests.shard_id();
+        let Some(manifest) = manifest else {
             continue;
         };
         let shard_dir = format!("{table}/_mem_wal/{shard}");

@@ -6,6 +6,7 @@ mod fresh;
 mod gc;
 mod generation;
 mod settings;
+mod shards;
 mod status;
 mod writer;
 

@@ -2,13 +2,14 @@
 
 use std::time::SystemTime;
 
-use lance::dataset::mem_wal::{DatasetMemWalExt, ShardManifestStore};
-use lance::Dataset;
+use lance::dataset::mem_wal::DatasetMemWalExt;
+use lance_index::mem_wal::ShardManifest;
 use snafu::ResultExt;
 use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{LanceSnafu, Result, StorageSnafu};
+use crate::shards::shard_manifests;
 
 /// A flushed generation the base table has not compacted yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,17 +55,14 @@ pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<Table
         return Ok(None);
     };
     let mut shards = Vec::new();
-    for shard in dataset
-        .list_mem_wal_latest_shard_ids()
-        .await
-        .context(lance("list shards"))?
-    {
+    for (manifests, manifest) in shard_manifests(&dataset, table).await? {
+        let shard = manifests.shard_id();
         let compacted = details
             .compacted_sstables
             .iter()
             .find(|c| c.shard_id == shard)
             .map(|c| c.generation);
-        shards.push(shard_state(store, &dataset, table, shard, compacted).await?);
+        shards.push(shard_state(store, table, shard, manifest, compacted).await?);
     }
     Ok(Some(TableState {
         table: table.to_owned(),
@@ -74,22 +72,11 @@ pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<Table
 
 async fn shard_state(
     store: &GraphStore,
-    dataset: &Dataset,
     table: &str,
     shard: Uuid,
+    manifest: Option<ShardManifest>,
     compacted: Option<u64>,
 ) -> Result<ShardState> {
-    let lance = |action: &'static str| LanceSnafu { action, table };
-    let object_store = dataset
-        .object_store(None)
-        .await
-        .context(lance("object store"))?;
-    let manifests =
-        ShardManifestStore::new(object_store, &dataset.branch_location().path, shard, 2);
-    let manifest = manifests
-        .latest()
-        .await
-        .context(lance("read shard manifest"))?;
     let Some(manifest) = manifest else {
         return Ok(ShardState {
             shard,

@@ -26,8 +26,8 @@ async fn ingest_rows(graph: &Graph, prefix: &str, rows: usize) {
     }
 }
 
-/// Fold `pending` acknowledged rows into an empty table: rows/s of the fold alone.
-pub async fn fold_throughput(pending: usize) {
+/// A new graph whose object-store operations are counted.
+async fn counted_graph() -> (tempfile::TempDir, OpCounter, Graph) {
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, SCHEMA).await.expect("init");
@@ -35,6 +35,12 @@ pub async fn fold_throughput(pending: usize) {
     let graph = Graph::open_counted(&uri, counter.clone())
         .await
         .expect("open");
+    (dir, counter, graph)
+}
+
+/// Fold `pending` acknowledged rows into an empty table: rows/s of the fold alone.
+pub async fn fold_throughput(pending: usize) {
+    let (_dir, counter, graph) = counted_graph().await;
     ingest_rows(&graph, "p", pending).await;
     let before = counter.snapshot();
     let started = Instant::now();
@@ -58,13 +64,7 @@ pub async fn fold_throughput(pending: usize) {
 
 /// Cost of folding 1,000 rows into a table with `history` earlier commits.
 pub async fn fold_cost_at_history(history: usize) -> (u64, f64) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let uri = dir.path().join("g").to_string_lossy().into_owned();
-    Graph::init(&uri, SCHEMA).await.expect("init");
-    let counter = OpCounter::new();
-    let graph = Graph::open_counted(&uri, counter.clone())
-        .await
-        .expect("open");
+    let (_dir, counter, graph) = counted_graph().await;
     // History: one small ingest + fold per commit, so the table's versions and the
     // graph's commits both grow.
     for h in 0..history {

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 #[path = "scenarios/fold.rs"]
 mod fold;
+#[path = "scenarios/reads.rs"]
+mod reads;
 
 use lance::dataset::mem_wal::DatasetMemWalExt;
 use serde_json::json;
@@ -23,6 +25,10 @@ struct Settings {
     fold_pending: &'static [usize],
     fold_history: [usize; 2],
     sustained: Duration,
+    /// Folded base rows, pending (unfolded) rows per run, and lookups, of the read scenario.
+    read_base: usize,
+    read_pending: &'static [usize],
+    read_lookups: usize,
 }
 
 const PRODUCERS: [usize; 3] = [1, 16, 64];
@@ -87,22 +93,23 @@ async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measure
 }
 
 /// The same shape of work straight on a Lance `ShardWriter` over the same fsyncing store,
-/// with the same writer settings: the floor ingest is measured against.
+/// with the same writer settings and maintained indexes (the graph enrols the table; the
+/// raw writer takes a shard of its own): the floor ingest is measured against.
 async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measured {
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let graph = Graph::init(&uri, SCHEMA).await.expect("init");
-    let mut dataset = graph
+    graph
+        .ingest("main")
+        .expect("ingest")
+        .warm("Person")
+        .await
+        .expect("enrol");
+    let dataset = graph
         .store()
         .open_dataset("nodes/Person.lance", None)
         .await
         .expect("open");
-    dataset
-        .initialize_mem_wal()
-        .unsharded()
-        .execute()
-        .await
-        .expect("initialize");
     let shard = uuid::Uuid::new_v4();
     let writer = Arc::new(
         dataset
@@ -215,8 +222,23 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
     rows_per_s
 }
 
+/// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
+const GROUPS: [&str; 4] = ["load", "ingest", "fold", "reads"];
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let only: Vec<String> = std::env::args()
+        .filter_map(|a| a.strip_prefix("--only=").map(str::to_owned))
+        .flat_map(|list| list.split(',').map(str::to_owned).collect::<Vec<_>>())
+        .collect();
+    if let Some(unknown) = only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+        eprintln!(
+            "unknown scenario group `{unknown}` (groups: {})",
+            GROUPS.join(", ")
+        );
+        std::process::exit(2);
+    }
+    let runs = |group: &str| only.is_empty() || only.iter().any(|g| g == group);
     let settings = if quick {
         Settings {
             one_row_loads: 20,
@@ -226,6 +248,9 @@ fn main() {
             fold_pending: &[10_000],
             fold_history: [10, 100],
             sustained: Duration::from_secs(2),
+            read_base: 10_000,
+            read_pending: &[0, 1_000],
+            read_lookups: 20,
         }
     } else {
         Settings {
@@ -236,6 +261,9 @@ fn main() {
             fold_pending: &[10_000, 100_000, 1_000_000],
             fold_history: [10, 1_000],
             sustained: Duration::from_secs(10),
+            read_base: 100_000,
+            read_pending: &[0, 10_000, 100_000],
+            read_lookups: 200,
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -243,49 +271,70 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(async {
-        let load_rows_per_s = load_one_row(&settings).await;
-        let load_bulk_rows_per_s = load_thousand_rows(&settings).await;
-        for (i, producers) in PRODUCERS.into_iter().enumerate() {
-            let sends = settings.sends_per_producer[i];
-            let ingest = ingest_scenario(producers, sends, 1).await;
-            let raw = raw_put_scenario(producers, sends, 1).await;
-            report(json!({
-                "scenario": "ingest_1_row",
-                "producers": producers,
-                "sends": producers * sends,
-                "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
-                "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
-                "load_rows_per_s": load_rows_per_s,
-                "ingest_over_load": ingest.rows_per_s / load_rows_per_s,
-                "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
-                "ingest_over_raw_rows": ingest.rows_per_s / raw.rows_per_s,
-            }));
+        // Ingest and the sustained fold report their rate against the 1-row load's.
+        let (load_rows_per_s, load_bulk_rows_per_s) =
+            if runs("load") || runs("ingest") || runs("fold") {
+                (
+                    load_one_row(&settings).await,
+                    load_thousand_rows(&settings).await,
+                )
+            } else {
+                (f64::NAN, f64::NAN)
+            };
+        if runs("ingest") {
+            ingest_scenarios(&settings, load_rows_per_s, load_bulk_rows_per_s).await;
         }
-        let ingest = ingest_scenario(1, settings.thousand_row_sends, 1_000).await;
-        let raw = raw_put_scenario(1, settings.thousand_row_sends, 1_000).await;
+        if runs("fold") {
+            for &pending in settings.fold_pending {
+                fold::fold_throughput(pending).await;
+            }
+            let [short, long] = settings.fold_history;
+            let (ops_short, ms_short) = fold::fold_cost_at_history(short).await;
+            let (ops_long, ms_long) = fold::fold_cost_at_history(long).await;
+            report(json!({
+                "scenario": "fold_cost_growth",
+                "histories": [short, long],
+                "ops_ratio": ops_long as f64 / ops_short as f64,
+                "time_ratio": ms_long / ms_short,
+            }));
+            fold::sustained(settings.sustained, 4, load_rows_per_s).await;
+        }
+        if runs("reads") {
+            for &pending in settings.read_pending {
+                reads::fresh_vs_snapshot(settings.read_base, pending, settings.read_lookups).await;
+            }
+        }
+    });
+}
+
+/// 1-row sends at 1, 16 and 64 producers and 1,000-row sends, ingest beside the raw put.
+async fn ingest_scenarios(settings: &Settings, load_rows_per_s: f64, load_bulk_rows_per_s: f64) {
+    for (i, producers) in PRODUCERS.into_iter().enumerate() {
+        let sends = settings.sends_per_producer[i];
+        let ingest = ingest_scenario(producers, sends, 1).await;
+        let raw = raw_put_scenario(producers, sends, 1).await;
         report(json!({
-            "scenario": "ingest_1000_rows",
-            "producers": 1,
-            "sends": settings.thousand_row_sends,
+            "scenario": "ingest_1_row",
+            "producers": producers,
+            "sends": producers * sends,
             "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
             "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
-            "load_rows_per_s": load_bulk_rows_per_s,
-            "ingest_over_load": ingest.rows_per_s / load_bulk_rows_per_s,
+            "load_rows_per_s": load_rows_per_s,
+            "ingest_over_load": ingest.rows_per_s / load_rows_per_s,
             "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
+            "ingest_over_raw_rows": ingest.rows_per_s / raw.rows_per_s,
         }));
-
-        for &pending in settings.fold_pending {
-            fold::fold_throughput(pending).await;
-        }
-        let [short, long] = settings.fold_history;
-        let (ops_short, ms_short) = fold::fold_cost_at_history(short).await;
-        let (ops_long, ms_long) = fold::fold_cost_at_history(long).await;
-        report(json!({
-            "scenario": "fold_cost_growth",
-            "histories": [short, long],
-            "ops_ratio": ops_long as f64 / ops_short as f64,
-            "time_ratio": ms_long / ms_short,
-        }));
-        fold::sustained(settings.sustained, 4, load_rows_per_s).await;
-    });
+    }
+    let ingest = ingest_scenario(1, settings.thousand_row_sends, 1_000).await;
+    let raw = raw_put_scenario(1, settings.thousand_row_sends, 1_000).await;
+    report(json!({
+        "scenario": "ingest_1000_rows",
+        "producers": 1,
+        "sends": settings.thousand_row_sends,
+        "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
+        "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
+        "load_rows_per_s": load_bulk_rows_per_s,
+        "ingest_over_load": ingest.rows_per_s / load_bulk_rows_per_s,
+        "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,
+    }));
 }

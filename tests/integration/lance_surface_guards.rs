@@ -378,3 +378,61 @@ async fn the_compaction_marker_rides_a_staged_merge_and_is_refused_twice() {
         "{error}"
     );
 }
+
+/// Lance's LSM vector search reads base rows through their vector index only
+/// (`fast_search`): rows no index covers are invisible to a fresh nearest-neighbour query,
+/// while a snapshot query searches them flat. This is why streamed tables get their
+/// indexes at enrollment and every fold folds new fragments into them.
+#[tokio::test]
+async fn lsm_vector_search_sees_only_indexed_base_rows() {
+    use arrow_array::{FixedSizeListArray, Float32Array};
+    use lance::dataset::mem_wal::LsmScanner;
+    use lance::index::vector::VectorIndexParams;
+    use lance::index::DatasetIndexExt;
+    use lance_index::IndexType;
+    use lance_linalg::distance::DistanceType;
+
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let schema = "node Doc { name: String @key\n embedding: Vector(4)? @index }";
+    tributary::Graph::init(&uri, schema).await.unwrap();
+    let store = GraphStore::new(&uri).unwrap();
+    let mut dataset = store.open_dataset("nodes/Doc.lance", None).await.unwrap();
+    let table_schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
+    let ids = StringArray::from_iter_values((0..10).map(|i| format!("d{i}")));
+    let values = Float32Array::from_iter_values((0..40).map(|i| i as f32));
+    let item = Arc::new(Field::new("item", DataType::Float32, true));
+    let vectors = FixedSizeListArray::try_new(item, 4, Arc::new(values), None).unwrap();
+    let rows = RecordBatch::try_new(
+        table_schema.clone(),
+        vec![Arc::new(ids.clone()), Arc::new(ids), Arc::new(vectors)],
+    )
+    .unwrap();
+    dataset
+        .append(RecordBatchIterator::new(vec![Ok(rows)], table_schema), None)
+        .await
+        .unwrap();
+    let query = Float32Array::from(vec![0.0, 1.0, 2.0, 3.0]);
+    let nearest = |dataset: &Dataset| {
+        let scanner = LsmScanner::new(Arc::new(dataset.clone()), vec![], vec!["id".into()]);
+        let query = query.clone();
+        async move {
+            let scanner = scanner.nearest("embedding", &query, 3).unwrap();
+            scanner.try_into_batch().await.unwrap().num_rows()
+        }
+    };
+    let mut flat = dataset.scan();
+    flat.nearest("embedding", &query, 3).unwrap();
+    assert_eq!(flat.try_into_batch().await.unwrap().num_rows(), 3);
+    assert_eq!(
+        nearest(&dataset).await,
+        0,
+        "unindexed base rows are skipped"
+    );
+    let params = VectorIndexParams::ivf_flat(1, DistanceType::L2);
+    dataset
+        .create_index(&["embedding"], IndexType::Vector, None, &params, false)
+        .await
+        .unwrap();
+    assert_eq!(nearest(&dataset).await, 3);
+}

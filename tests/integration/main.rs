@@ -3,12 +3,14 @@
 mod cleanup;
 mod fold;
 mod fold_model;
+mod fresh;
 mod ingest;
 mod lance_surface_guards;
 mod load;
 mod publisher;
 mod reads;
 mod recovery;
+mod server;
 mod storage;
 
 /// Failpoints are process-global: tests that configure them take this lock (nextest runs

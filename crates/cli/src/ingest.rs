@@ -201,3 +201,98 @@ async fn next_batch(
     }
     Some(batch)
 }
+
+/// `ingest --server`: stream the lines to the server and print its acknowledgement records
+/// as they arrive (the same records an embedded run prints). The server folds in the
+/// background; `--no-fold` and `--batch-lines` are the server's to decide.
+pub async fn run_remote(
+    remote: &crate::remote::Remote,
+    args: IngestRun,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    use futures::StreamExt;
+
+    let lines = spawn_reader(&args.file)?;
+    let body = futures::stream::unfold(lines, |mut lines| async move {
+        let line = lines.recv().await?;
+        Some((
+            Ok::<_, std::io::Error>(format!("{line}\n").into_bytes()),
+            lines,
+        ))
+    });
+    let request = remote
+        .request(reqwest::Method::POST, "/ingest")
+        .query(&[
+            ("branch", args.branch.as_str()),
+            ("strict", &args.strict.to_string()),
+        ])
+        .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+        .body(reqwest::Body::wrap_stream(body));
+    let response = remote.send(request).await?;
+    let io = |e: std::io::Error| Failure {
+        message: e.to_string(),
+        code: 74,
+    };
+    let mut stream = response.bytes_stream();
+    let mut buffer = Vec::new();
+    let mut summary = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Failure {
+            message: format!("the server stream broke: {e}"),
+            code: 75,
+        })?;
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let record: serde_json::Value = serde_json::from_slice(&line).map_err(|e| Failure {
+                message: format!("unreadable record from the server: {e}"),
+                code: 70,
+            })?;
+            if record.get("summary").is_some() {
+                summary = Some(record);
+                continue;
+            }
+            match format {
+                Format::Json | Format::Ndjson => {
+                    out.write_all(&line).map_err(io)?;
+                    out.flush().map_err(io)?;
+                }
+                _ => {
+                    for reject in record["rejected"].as_array().into_iter().flatten() {
+                        eprintln!("rejected: {}", reject["error"].as_str().unwrap_or_default());
+                    }
+                }
+            }
+        }
+    }
+    let Some(summary) = summary else {
+        return Err(Failure {
+            message: "the server ended the stream without a summary".into(),
+            code: 75,
+        });
+    };
+    match format {
+        Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
+        _ => writeln!(
+            out,
+            "{} rows durable, {} lines rejected, through line {}; the server folds them",
+            summary["acked"], summary["rejected"], summary["through_line"]
+        )
+        .map_err(io)?,
+    }
+    match summary.get("error") {
+        Some(error) => Err(Failure {
+            message: error["error"]
+                .as_str()
+                .unwrap_or("ingest failed")
+                .to_owned(),
+            code: match error["kind"].as_str() {
+                Some("invalid_input") => 65,
+                Some("unavailable" | "conflict" | "fenced") => 75,
+                _ => 70,
+            },
+        }),
+        None => Ok(()),
+    }
+}

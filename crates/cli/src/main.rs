@@ -1,14 +1,21 @@
 //! `tributary`: the command-line interface to a Tributary graph.
 
+mod backend;
 mod ingest;
 mod output;
+mod remote;
+mod serve;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use tributary::{At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions};
+use tributary::{
+    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, SearchQuery, View,
+};
+
+use backend::{Backend, ServerArgs};
 
 use output::Format;
 
@@ -25,6 +32,9 @@ struct Cli {
     /// Output format [default: table on a terminal, ndjson otherwise]
     #[arg(long, global = true, value_enum)]
     format: Option<Format>,
+
+    #[command(flatten)]
+    server: ServerArgs,
 
     #[command(subcommand)]
     command: Command,
@@ -66,12 +76,8 @@ enum Command {
         select: Option<Vec<String>>,
         #[arg(long)]
         limit: Option<usize>,
-        /// Also show rows that are durable (ingested) but not yet folded. From another
-        /// process than the writer's, that is up to the writer's last memtable flush.
-        #[arg(long)]
-        fresh: bool,
         #[command(flatten)]
-        at: AtArgs,
+        view: ViewArgs,
     },
     /// Show one node or edge by key (an edge's key is `from->to` unless it declares @key).
     Get {
@@ -79,7 +85,7 @@ enum Command {
         r#type: String,
         key: String,
         #[command(flatten)]
-        at: AtArgs,
+        view: ViewArgs,
     },
     /// Show the nodes connected to a node over an edge type.
     Neighbors {
@@ -95,7 +101,26 @@ enum Command {
         #[arg(long = "in")]
         incoming: bool,
         #[command(flatten)]
-        at: AtArgs,
+        view: ViewArgs,
+    },
+    /// Search a type: full text over its @index(fts) fields, or nearest neighbours of a
+    /// vector in its indexed Vector field. Rows come best first with `_score` (text, BM25)
+    /// or `_distance` (vector, L2).
+    #[command(group = clap::ArgGroup::new("query").required(true))]
+    Search {
+        graph: String,
+        r#type: String,
+        /// Words to search for.
+        #[arg(long, group = "query")]
+        text: Option<String>,
+        /// A query vector as a JSON array, e.g. "[0.1, 0.2, 0.3]".
+        #[arg(long, group = "query")]
+        nearest: Option<String>,
+        /// How many rows to return.
+        #[arg(short, long, default_value_t = 10)]
+        k: usize,
+        #[command(flatten)]
+        view: ViewArgs,
     },
     /// Show the commits of a branch, newest first.
     Log {
@@ -131,6 +156,10 @@ enum Command {
     /// every line up to `through_line` is durable or rejected, so a producer can resume
     /// after it. A final summary line follows.
     Ingest(IngestArgs),
+    /// Serve every graph under ROOT over HTTP (graph id = folder name). Endpoints are
+    /// documented in crates/server/openapi.json; every command here takes --server URL to
+    /// run against it. Stop it with Ctrl-C: acknowledged rows are durable in the WAL.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +226,25 @@ impl AtArgs {
     }
 }
 
+#[derive(Debug, clap::Args)]
+struct ViewArgs {
+    #[command(flatten)]
+    at: AtArgs,
+    /// Also see rows that are durable (ingested) but not yet folded. From another process
+    /// than the writer's, that is up to the writer's last memtable flush.
+    #[arg(long)]
+    fresh: bool,
+}
+
+impl ViewArgs {
+    fn view(&self) -> View {
+        View {
+            at: self.at.at(),
+            fresh: self.fresh,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ModeArg {
     Upsert,
@@ -207,6 +255,23 @@ enum ModeArg {
 pub(crate) struct Failure {
     pub(crate) message: String,
     pub(crate) code: u8,
+}
+
+/// A command-line mistake (exit code 64, EX_USAGE).
+fn usage(message: &str) -> Failure {
+    Failure {
+        message: message.to_owned(),
+        code: 64,
+    }
+}
+
+/// A `--nearest` vector: a JSON array of numbers.
+fn parse_vector(text: &str) -> Result<Vec<f32>, Failure> {
+    serde_json::from_str::<Vec<f32>>(text).map_err(|e| {
+        usage(&format!(
+            "--nearest must be a JSON array of numbers like \"[0.1, 0.2]\": {e}"
+        ))
+    })
 }
 
 impl From<tributary::Error> for Failure {
@@ -244,7 +309,7 @@ fn main() -> ExitCode {
         }
     };
     let format = Format::resolve(cli.format);
-    match runtime.block_on(run(cli.command, format)) {
+    match runtime.block_on(run(cli.command, format, cli.server)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {}", failure.message);
@@ -253,7 +318,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command, format: Format) -> Result<(), Failure> {
+async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(), Failure> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
@@ -264,13 +329,22 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             let source = std::fs::read_to_string(&schema).map_err(|e| {
                 input_failure(format!("cannot read schema {}: {e}", schema.display()))
             })?;
-            let opened = Graph::init(&graph, &source).await?;
-            let types = opened.catalog().types.len();
-            let head = opened.snapshot(&At::default()).await?;
+            let (types, commit) = match &server.server {
+                Some(url) => {
+                    remote::Remote::new(url, &graph, server.token.clone())
+                        .create(source)
+                        .await?
+                }
+                None => {
+                    let opened = Graph::init(&graph, &source).await?;
+                    let head = opened.snapshot(&At::default()).await?;
+                    (opened.catalog().types.len(), head.id)
+                }
+            };
             let rows = vec![
                 ("graph".to_owned(), graph),
                 ("types".to_owned(), types.to_string()),
-                ("commit".to_owned(), head.id),
+                ("commit".to_owned(), commit),
             ];
             emit(&mut out, &output::pairs_batch(("field", "value"), &rows))
         }
@@ -281,7 +355,7 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             branch,
         } => {
             let text = read_input(&file)?;
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let mode = match mode {
                 ModeArg::Upsert => LoadMode::Upsert,
                 ModeArg::Insert => LoadMode::Insert,
@@ -291,7 +365,7 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                 mode,
                 ..Default::default()
             };
-            let outcome = opened.load(&text, &options).await?;
+            let outcome = opened.load(text, &options).await?;
             let mut rows: Vec<(String, String)> = outcome
                 .rows
                 .iter()
@@ -306,16 +380,15 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             filter,
             select,
             limit,
-            fresh,
-            at,
+            view,
         } => {
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let options = ReadOptions {
-                at: at.at(),
+                at: view.at.at(),
                 filter,
                 select,
                 limit,
-                fresh,
+                fresh: view.fresh,
             };
             let batch = opened.read(&r#type, &options).await?;
             emit(&mut out, &batch)
@@ -324,10 +397,10 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             graph,
             r#type,
             key,
-            at,
+            view,
         } => {
-            let opened = Graph::open(&graph).await?;
-            match opened.get(&r#type, &key, &at.at()).await? {
+            let opened = Backend::open(&graph, &server).await?;
+            match opened.get(&r#type, &key, view.view()).await? {
                 Some(batch) => emit(&mut out, &batch),
                 None => Err(Failure {
                     message: format!("{type} `{key}` not found", type = r#type),
@@ -341,17 +414,34 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             key,
             edge,
             incoming,
-            at,
+            view,
         } => {
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let direction = if incoming {
                 Direction::In
             } else {
                 Direction::Out
             };
             let batch = opened
-                .neighbors(&r#type, &key, &edge, direction, &at.at())
+                .neighbors(&r#type, &key, &edge, direction, view.view())
                 .await?;
+            emit(&mut out, &batch)
+        }
+        Command::Search {
+            graph,
+            r#type,
+            text,
+            nearest,
+            k,
+            view,
+        } => {
+            let query = match (text, nearest) {
+                (Some(text), _) => SearchQuery::Text(text),
+                (None, Some(vector)) => SearchQuery::Nearest(parse_vector(&vector)?),
+                (None, None) => return Err(usage("search needs --text or --nearest")),
+            };
+            let opened = Backend::open(&graph, &server).await?;
+            let batch = opened.search(&r#type, &query, k, view.view()).await?;
             emit(&mut out, &batch)
         }
         Command::Log {
@@ -359,13 +449,13 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             branch,
             limit,
         } => {
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let commits = opened.log(&branch, limit).await?;
             emit(&mut out, &output::commits_batch(&commits))
         }
         Command::Ingest(args) => match (args.action, args.graph) {
             (Some(IngestAction::Status { graph, branch }), _) => {
-                let opened = Graph::open(&graph).await?;
+                let opened = Backend::open(&graph, &server).await?;
                 let status = opened.ingest_status(&branch).await?;
                 emit(&mut out, &output::status_batch(&status))
             }
@@ -377,12 +467,8 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                 }),
                 _,
             ) => {
-                let mut settings = tributary::GraphSettings::default();
-                if halt {
-                    settings.fold.policy = tributary::RejectPolicy::Halt;
-                }
-                let opened = Graph::open_with(&graph, settings).await?;
-                let outcome = opened.fold(&branch).await?;
+                let opened = Backend::open(&graph, &server).await?;
+                let outcome = opened.fold(&branch, halt).await?;
                 emit(&mut out, &output::fold_batch(&outcome))
             }
             (None, Some(graph)) => {
@@ -394,15 +480,22 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
                     batch_lines: args.batch_lines as usize,
                     fold: !args.no_fold,
                 };
-                ingest::run(run, format, &mut out).await
+                match &server.server {
+                    Some(url) => {
+                        let remote = remote::Remote::new(url, &run.graph, server.token.clone());
+                        ingest::run_remote(&remote, run, format, &mut out).await
+                    }
+                    None => ingest::run(run, format, &mut out).await,
+                }
             }
             (None, None) => Err(Failure {
                 message: "ingest needs a GRAPH".into(),
                 code: 2,
             }),
         },
+        Command::Serve(args) => serve::run(args).await,
         Command::Cleanup { graph, older_than } => {
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;
             let rows = vec![
                 (
@@ -426,13 +519,13 @@ async fn run(command: Command, format: Format) -> Result<(), Failure> {
             emit(&mut out, &output::pairs_batch(("removed", "count"), &rows))
         }
         Command::Rejects { graph, at } => {
-            let opened = Graph::open(&graph).await?;
+            let opened = Backend::open(&graph, &server).await?;
             let batch = opened.rejects(&at.at()).await?;
             emit(&mut out, &batch)
         }
         Command::Schema { graph } => {
-            let opened = Graph::open(&graph).await?;
-            let source = opened.schema_source();
+            let opened = Backend::open(&graph, &server).await?;
+            let source = opened.schema().await?;
             let result = match format {
                 Format::Table | Format::Csv => write!(out, "{source}"),
                 Format::Json | Format::Ndjson => {

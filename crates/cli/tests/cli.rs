@@ -54,6 +54,7 @@ fn every_command_has_help() {
         "read",
         "get",
         "neighbors",
+        "search",
         "log",
         "schema",
         "rejects",
@@ -295,6 +296,49 @@ async fn every_acknowledged_row_survives_sigkill() {
 }
 
 #[test]
+fn fresh_reads_and_search_from_the_command_line() {
+    let (_dir, graph) = empty_graph();
+    let stream = examples().join("stream.ndjson");
+    ok(&[
+        "ingest",
+        &graph,
+        &stream.to_string_lossy(),
+        "--no-fold",
+        "--format",
+        "json",
+    ]);
+    // Another process: the ingest closed its writers, so the rows are in flushed generations.
+    let hits = ok(&[
+        "search", &graph, "Person", "--text", "sensor", "--fresh", "--format", "ndjson",
+    ]);
+    let first: serde_json::Value = serde_json::from_str(hits.lines().next().unwrap()).unwrap();
+    assert_eq!(first["id"], "river-01", "{hits}");
+    assert!(first["_score"].as_f64().unwrap() > 0.0, "{hits}");
+    let none = ok(&[
+        "search", &graph, "Person", "--text", "sensor", "--format", "ndjson",
+    ]);
+    assert!(
+        none.trim().is_empty(),
+        "the snapshot has not folded it: {none}"
+    );
+    let row = ok(&[
+        "get", &graph, "Person", "river-02", "--fresh", "--format", "ndjson",
+    ]);
+    assert!(row.contains("river.02@example.org"), "{row}");
+    let missing = run(&["get", &graph, "Person", "river-02"]);
+    assert_eq!(missing.status.code(), Some(66));
+
+    let no_vector = run(&["search", &graph, "Person", "--nearest", "[0,0,0,0,0,0,0,0]"]);
+    assert_eq!(no_vector.status.code(), Some(65));
+    let stderr = String::from_utf8_lossy(&no_vector.stderr);
+    assert!(stderr.contains("no indexed vector field"), "{stderr}");
+    let bad_vector = run(&["search", &graph, "Person", "--nearest", "zebra"]);
+    assert_eq!(bad_vector.status.code(), Some(64));
+    let neither = run(&["search", &graph, "Person"]);
+    assert!(!neither.status.success());
+}
+
+#[test]
 fn ingest_acknowledges_in_json_and_reports_status() {
     let (dir, graph) = empty_graph();
     let data = dir.path().join("in.ndjson");
@@ -532,4 +576,213 @@ fn a_folder_killed_mid_fold_is_finished_by_the_next_open() {
     let nothing = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
     assert!(nothing.contains("none (nothing pending)"), "{nothing}");
     assert_eq!(fold_commits(&graph).len(), 1);
+}
+
+/// A `tributary serve` child over `root`, killed on drop.
+struct Served {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(root: &std::path::Path, extra: &[&str]) -> Served {
+    use std::io::{BufRead, BufReader};
+    let mut child = bin()
+        .args(["serve", &root.to_string_lossy(), "--bind", "127.0.0.1:0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let first = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_owned();
+    Served { child, url }
+}
+
+/// Commit ids (12 hex characters) replaced, so two graphs' outputs compare.
+fn mask_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.len() == 12 && word.chars().all(|c| c.is_ascii_hexdigit()) {
+            out.push_str("<id>");
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Every command, embedded and against a server, prints the same output.
+#[test]
+fn remote_commands_print_what_embedded_ones_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let served = serve(&root, &["--init"]);
+    let remote = |args: &[&str]| -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &served.url]);
+        ok(&all)
+    };
+    let schema = examples().join("schema.tg").to_string_lossy().into_owned();
+    let data = examples()
+        .join("data.ndjson")
+        .to_string_lossy()
+        .into_owned();
+    let stream = examples()
+        .join("stream.ndjson")
+        .to_string_lossy()
+        .into_owned();
+
+    // Writes: graph `g` through the server, graph `e` embedded, by the same commands.
+    let embedded = root.join("e").to_string_lossy().into_owned();
+    let created = remote(&["init", "g", "--schema", &schema, "--format", "ndjson"]);
+    let made = ok(&["init", &embedded, "--schema", &schema, "--format", "ndjson"]);
+    assert_eq!(
+        mask_ids(&created).replace("\"g\"", "\"G\""),
+        mask_ids(&made).replace(&format!("{embedded:?}"), "\"G\"")
+    );
+    let loaded = remote(&["load", "g", &data, "--format", "ndjson"]);
+    assert_eq!(
+        mask_ids(&loaded),
+        mask_ids(&ok(&["load", &embedded, &data, "--format", "ndjson"]))
+    );
+    // Batching follows arrival, so compare what the acknowledgements add up to.
+    let acks = |text: &str| {
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &serde_json::Value| r.get("summary").is_none())
+            .collect();
+        let last = records.last().cloned().unwrap();
+        let rejected: Vec<serde_json::Value> = records
+            .iter()
+            .flat_map(|r| r["rejected"].as_array().cloned().unwrap_or_default())
+            .collect();
+        (
+            last["acked"].clone(),
+            last["through_line"].clone(),
+            rejected,
+        )
+    };
+    let streamed = remote(&["ingest", "g", &stream, "--format", "ndjson"]);
+    let local = ok(&["ingest", &embedded, &stream, "--format", "ndjson"]);
+    assert_eq!(acks(&streamed), acks(&local));
+    // Fold what the server's background folder has not yet (its memtables flush too).
+    remote(&["ingest", "fold", "g"]);
+
+    // Reads of the same graph, here and through the server.
+    let path = root.join("g").to_string_lossy().into_owned();
+    let reads: Vec<Vec<&str>> = vec![
+        vec![
+            "read", "GRAPH", "Person", "--filter", "age > 60", "--select", "id,age", "--limit", "5",
+        ],
+        vec![
+            "read", "GRAPH", "Person", "--fresh", "--limit", "3", "--format", "table",
+        ],
+        vec!["get", "GRAPH", "Person", "river-01"],
+        vec![
+            "get", "GRAPH", "Person", "river-01", "--fresh", "--format", "json",
+        ],
+        vec![
+            "neighbors",
+            "GRAPH",
+            "Company",
+            "company-007",
+            "--edge",
+            "WorksAt",
+            "--in",
+        ],
+        vec![
+            "search",
+            "GRAPH",
+            "Person",
+            "--text",
+            "operating systems",
+            "-k",
+            "3",
+        ],
+        vec!["log", "GRAPH", "--format", "csv"],
+        vec!["schema", "GRAPH"],
+        vec!["rejects", "GRAPH"],
+        vec!["ingest", "status", "GRAPH"],
+    ];
+    for args in reads {
+        let here: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "GRAPH" { path.as_str() } else { a })
+            .collect();
+        let there: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "GRAPH" { "g" } else { a })
+            .collect();
+        assert_eq!(remote(&there), ok(&here), "{args:?}");
+    }
+    // Errors keep their message and exit status.
+    let missing = run(&["get", "g", "Person", "nobody", "--server", &served.url]);
+    assert_eq!(missing.status.code(), Some(66));
+    let bad = run(&[
+        "read",
+        "g",
+        "Person",
+        "--filter",
+        "nope = 1",
+        "--server",
+        &served.url,
+    ]);
+    let local_bad = run(&["read", &path, "Person", "--filter", "nope = 1"]);
+    assert_eq!(bad.status.code(), local_bad.status.code());
+    assert_eq!(bad.stderr, local_bad.stderr);
+    let cleaned = remote(&["cleanup", "g", "--older-than", "7d", "--format", "ndjson"]);
+    assert!(cleaned.contains("wal_entries"), "{cleaned}");
+}
+
+#[test]
+fn a_server_with_tokens_refuses_the_wrong_ones() {
+    let (dir, graph) = example_graph();
+    let root = std::path::Path::new(&graph).parent().unwrap().to_path_buf();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader read g\nwriter write *\n").unwrap();
+    let served = serve(&root, &["--tokens", &tokens.to_string_lossy()]);
+    let with = |token: Option<&str>, args: &[&str]| {
+        let mut command = bin();
+        command.args(args).args(["--server", &served.url]);
+        command.env_remove("TRIBUTARY_TOKEN");
+        if let Some(token) = token {
+            command.env("TRIBUTARY_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    let people = ["read", "g", "Person", "--limit", "1"];
+    assert_eq!(with(None, &people).status.code(), Some(77));
+    assert!(with(Some("reader"), &people).status.success());
+    let update = examples().join("update.ndjson");
+    let load = ["load", "g", &update.to_string_lossy()];
+    let refused = with(Some("reader"), &load);
+    assert_eq!(refused.status.code(), Some(77));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("may not write"));
+    assert!(with(Some("writer"), &load).status.success());
 }

@@ -17,7 +17,7 @@ use crate::graph::{At, Graph, MAIN_BRANCH};
 const MANIFEST_MIN_RETENTION_S: i64 = 60;
 
 /// What one cleanup removed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct CleanupReport {
     pub memwal: MemWalGarbage,
     /// Lance versions removed, over all tables (and the manifest table).

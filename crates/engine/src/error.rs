@@ -61,6 +61,9 @@ pub enum Error {
 
     #[snafu(display("{source}"))]
     Fold { source: tributary_fold::Error },
+
+    #[snafu(display("{source}"))]
+    Read { source: tributary_fresh_read::Error },
 }
 
 /// Show at most the first ten line errors; the count says how many there were.
@@ -105,7 +108,19 @@ impl Error {
                 }
             }
             Error::Storage { .. } => ErrorKind::Internal,
+            Error::Read { source } => {
+                use tributary_fresh_read::Error as R;
+                match source {
+                    R::InvalidQuery { .. } => ErrorKind::InvalidInput,
+                    R::Lance { source, .. } => lance_kind(source),
+                    R::MemWal { source } => memwal_kind(source),
+                }
+            }
         }
+    }
+
+    pub(crate) fn from_read(source: tributary_fresh_read::Error) -> Error {
+        Error::Read { source }
     }
 
     pub(crate) fn from_memwal(source: tributary_memwal_adapter::Error) -> Error {
@@ -157,9 +172,7 @@ fn memwal_kind(source: &tributary_memwal_adapter::Error) -> ErrorKind {
     match source {
         M::Fenced { .. } => ErrorKind::Fenced,
         M::Backpressure { .. } => ErrorKind::Unavailable,
-        M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } | M::InvalidQuery { .. } => {
-            ErrorKind::InvalidInput
-        }
+        M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } => ErrorKind::InvalidInput,
         M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
     }
 }

@@ -123,13 +123,33 @@ impl Graph {
     /// commit, or one per `max_rows` of backlog. Returns what was folded (no commit when
     /// nothing was pending).
     pub async fn fold(&self, branch: &str) -> Result<FoldOutcome> {
+        self.fold_with_policy(branch, self.settings.fold.policy)
+            .await
+    }
+
+    /// [`Graph::fold`] with another reject policy than the graph's settings name (e.g. a
+    /// one-off `halt` fold).
+    pub async fn fold_with_policy(
+        &self,
+        branch: &str,
+        policy: tributary_fold::RejectPolicy,
+    ) -> Result<FoldOutcome> {
         let queue = self.write_queue(branch).await;
         let _turn = queue.lock().await;
-        self.fold_locked(branch).await
+        self.fold_locked_with(branch, policy).await
     }
 
     /// [`Graph::fold`] for a caller that holds the branch's write queue.
     pub(crate) async fn fold_locked(&self, branch: &str) -> Result<FoldOutcome> {
+        self.fold_locked_with(branch, self.settings.fold.policy)
+            .await
+    }
+
+    async fn fold_locked_with(
+        &self,
+        branch: &str,
+        policy: tributary_fold::RejectPolicy,
+    ) -> Result<FoldOutcome> {
         if branch != MAIN_BRANCH {
             return Err(Error::InvalidRequest {
                 what: "branch".into(),
@@ -145,7 +165,7 @@ impl Graph {
             }
             let mut total = FoldOutcome::default();
             loop {
-                let outcome = self.fold_once(branch).await?;
+                let outcome = self.fold_once(branch, policy).await?;
                 total.absorb(outcome);
                 if total.complete {
                     break Ok(total);
@@ -173,11 +193,19 @@ impl Graph {
 
     /// One fold (one graph commit, at most `max_rows`), re-planned if another process
     /// folded the same generations first.
-    async fn fold_once(&self, branch: &str) -> Result<FoldOutcome> {
+    async fn fold_once(
+        &self,
+        branch: &str,
+        policy: tributary_fold::RejectPolicy,
+    ) -> Result<FoldOutcome> {
+        let settings = tributary_fold::FoldSettings {
+            policy,
+            ..self.settings.fold.clone()
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match fold_pending(self.target(), &self.catalog, branch, &self.settings.fold).await {
+            match fold_pending(self.target(), &self.catalog, branch, &settings).await {
                 Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
                     tracing::info!(%error, "another folder folded first; planning again");
                 }

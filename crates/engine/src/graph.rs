@@ -57,6 +57,8 @@ pub struct GraphSettings {
     pub fold: tributary_fold::FoldSettings,
     /// When the background folder (see [`Graph::start_folder`]) folds.
     pub triggers: crate::fold::FoldTriggers,
+    /// When tables get their derived indexes (`id`, `src`/`dst`, every `@index`).
+    pub indexes: tributary_fold::IndexSettings,
 }
 
 impl std::fmt::Debug for Graph {
@@ -173,6 +175,8 @@ impl Graph {
         tributary_fold::GraphTarget {
             store: &self.store,
             publisher: &self.publisher,
+            catalog: &self.catalog,
+            indexes: self.settings.indexes,
         }
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use futures::future::try_join_all;
 use ingest_core::{Decoder, LineError, TypeBatch};
+use lance::index::DatasetIndexExt;
 use tributary_memwal_adapter::{enroll, Sharding, TableWriter};
 
 use crate::error::{Error, Result};
@@ -66,9 +67,16 @@ impl Graph {
             Some(n) if n > 1 => Sharding::Buckets(n),
             _ => Sharding::Unsharded,
         };
-        let enrolled = enroll(&self.store, &path, sharding, &self.settings.writer)
-            .await
-            .map_err(Error::from_memwal)?;
+        let maintained = self.index_before_enrollment(ty).await;
+        let enrolled = enroll(
+            &self.store,
+            &path,
+            sharding,
+            &self.settings.writer,
+            &maintained,
+        )
+        .await
+        .map_err(Error::from_memwal)?;
         let writer = Arc::new(
             TableWriter::open(&self.store, &enrolled)
                 .await
@@ -81,6 +89,42 @@ impl Graph {
         }
         tables.insert(key, writer.clone());
         Ok(writer)
+    }
+}
+
+impl Graph {
+    /// Give a table its derived indexes before its writers open, and name the ones the
+    /// MemWAL should maintain: the `@index` fields' (the key's is maintained implicitly;
+    /// `src`/`dst` serve snapshot joins only). Fresh search is then indexed from the first
+    /// row, and fresh vector search, which reads only indexed base rows, misses nothing.
+    /// Indexes are derived state: a failure is logged, and the table is enrolled without
+    /// the indexes that are missing.
+    async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {
+        let path = ty.table_path();
+        let mut dataset = match self.store.open_dataset(&path, None).await {
+            Ok(dataset) => dataset,
+            Err(error) => {
+                tracing::warn!(%error, table = path, "could not open the table to index it");
+                return Vec::new();
+            }
+        };
+        let specs = tributary_fold::index_specs(ty);
+        if let Err(error) =
+            tributary_fold::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
+                .await
+        {
+            tracing::warn!(%error, table = path, "could not build indexes at enrollment");
+        }
+        let existing: Vec<String> = match dataset.load_indices().await {
+            Ok(indexes) => indexes.iter().map(|i| i.name.clone()).collect(),
+            Err(_) => Vec::new(),
+        };
+        specs
+            .into_iter()
+            .filter(|spec| ty.field(&spec.column).is_some_and(|f| f.index.is_some()))
+            .map(|spec| spec.name)
+            .filter(|name| existing.contains(name))
+            .collect()
     }
 }
 

@@ -21,12 +21,13 @@ pub use fold::FoldTriggers;
 pub use graph::{At, Graph, GraphSettings, MAIN_BRANCH};
 pub use ingest::{IngestAck, Ingestor};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
-pub use read::{Direction, ReadOptions};
+pub use read::{Direction, ReadOptions, SearchQuery, View};
 pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 
 pub use ingest_core::{Catalog, LineError};
 pub use tributary_fold::{
-    FoldOutcome, FoldSettings, Recovered, RejectKind, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
+    FoldOutcome, FoldSettings, IndexReport, IndexSettings, Recovered, RejectKind, RejectPolicy,
+    FOLD_ACTOR, REJECTS_PATH,
 };
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{CommitKind, CommitRecord, FoldedShard};

@@ -46,7 +46,7 @@ impl Default for LoadOptions {
 }
 
 /// A visible load.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LoadOutcome {
     pub commit: CommitRecord,
     /// Type name → rows written.

@@ -1,19 +1,51 @@
-//! Snapshot reads: scan a type, get one row by key, neighbours over an edge type.
+//! Reads: scan a type, get one row by key, neighbours over an edge type, search — at a
+//! snapshot, or fresh (the snapshot plus what is durable but not yet folded).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use ingest_core::TypeDef;
-use lance::Dataset;
-use tributary_memwal_adapter::{fresh_read, FreshQuery};
+use ingest_core::{FieldType, IndexKind, TypeDef};
+use tributary_fresh_read::{Query, Search, TableReader, Tier};
+use tributary_memwal_adapter::TableWriter;
 use tributary_publisher::CommitRecord;
+use tributary_storage::quote;
 
 use crate::error::{Error, Result};
 use crate::graph::{At, Graph};
-use tributary_fold::lookup::{quote, string_column};
+use tributary_fold::lookup::string_column;
 
-/// How many keys one `IN (…)` filter of a neighbour lookup carries.
-const KEYS_PER_SCAN: usize = 512;
+/// Which snapshot a read starts from, and whether it also sees unfolded writes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct View {
+    pub at: At,
+    /// Also read what is durable but not yet folded: the snapshot's table plus the flushed
+    /// generations its MemWAL index has not compacted, plus (in this process) the live
+    /// memtables. Newest write per key wins. Default reads never see unfolded data.
+    pub fresh: bool,
+}
+
+impl View {
+    /// The fresh tier over the snapshot at `at`.
+    pub fn fresh(at: At) -> View {
+        View { at, fresh: true }
+    }
+}
+
+impl From<&At> for View {
+    fn from(at: &At) -> View {
+        View {
+            at: at.clone(),
+            fresh: false,
+        }
+    }
+}
+
+impl From<At> for View {
+    fn from(at: At) -> View {
+        View { at, fresh: false }
+    }
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct ReadOptions {
@@ -23,9 +55,7 @@ pub struct ReadOptions {
     /// Columns to return, in order; all when `None`.
     pub select: Option<Vec<String>>,
     pub limit: Option<usize>,
-    /// Also read what is durable but not yet folded: the snapshot's table plus the flushed
-    /// generations its MemWAL index has not compacted, plus (in this process) the live
-    /// memtables. Newest write per key wins.
+    /// See [`View::fresh`].
     pub fresh: bool,
 }
 
@@ -37,53 +67,79 @@ pub enum Direction {
     In,
 }
 
+/// What to search for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SearchQuery {
+    /// Full text over the type's `@index(fts)` fields (BM25; `_score`, highest first).
+    Text(String),
+    /// Nearest neighbours in the type's indexed vector field (L2; `_distance`, lowest first).
+    Nearest(Vec<f32>),
+}
+
+/// One table opened for a read: the snapshot's version and, when fresh, the warm writer
+/// whose memtables the read also sees (held so the reader can borrow it).
+struct OpenTable {
+    base: lance::Dataset,
+    fresh: bool,
+    writer: Option<Arc<TableWriter>>,
+}
+
+impl OpenTable {
+    fn reader(&self) -> TableReader<'_> {
+        let tier = if self.fresh {
+            Tier::Fresh {
+                writer: self.writer.as_deref(),
+            }
+        } else {
+            Tier::Snapshot
+        };
+        TableReader::new(self.base.clone(), tier)
+    }
+}
+
 impl Graph {
-    /// Rows of a type at a snapshot.
+    /// Rows of a type.
     pub async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
         let ty = self.type_def(type_name)?;
-        let snapshot = self.snapshot(&options.at).await?;
-        let table = self.open_table(&snapshot, ty).await?;
-        if options.fresh {
-            let branch = match &options.at {
-                At::Branch(branch) => branch.clone(),
-                At::Commit(_) => snapshot.branch.clone(),
-            };
-            let writer = self.warm_writer(&ty.table_path(), &branch).await;
-            if let Some(columns) = &options.select {
-                check_columns(ty, columns)?;
-            }
-            let query = FreshQuery {
-                filter: options.filter.as_deref(),
-                select: options.select.as_deref(),
-                limit: options.limit,
-            };
-            return fresh_read(table, writer.as_deref(), query)
-                .await
-                .map_err(Error::from_memwal);
+        if let Some(columns) = &options.select {
+            check_columns(ty, columns)?;
         }
-        scan(
-            &table,
-            ty,
-            options.filter.as_deref(),
-            options.select.as_deref(),
-            options.limit,
-        )
-        .await
+        let view = View {
+            at: options.at.clone(),
+            fresh: options.fresh,
+        };
+        let snapshot = self.snapshot(&view.at).await?;
+        let table = self.open_for_read(&snapshot, ty, &view).await?;
+        let query = Query {
+            filter: options.filter.as_deref(),
+            select: options.select.as_deref(),
+            limit: options.limit,
+        };
+        table.reader().scan(&query).await.map_err(Error::from_read)
     }
 
     /// One node or edge by key (an edge's key is `src->dst` unless it declares `@key`).
-    pub async fn get(&self, type_name: &str, key: &str, at: &At) -> Result<Option<RecordBatch>> {
+    pub async fn get(
+        &self,
+        type_name: &str,
+        key: &str,
+        view: impl Into<View>,
+    ) -> Result<Option<RecordBatch>> {
+        let view = view.into();
         let ty = self.type_def(type_name)?;
-        let snapshot = self.snapshot(at).await?;
-        let table = self.open_table(&snapshot, ty).await?;
-        let batch = scan(
-            &table,
-            ty,
-            Some(&format!("id = {}", quote(key))),
-            None,
-            Some(1),
-        )
-        .await?;
+        let snapshot = self.snapshot(&view.at).await?;
+        let table = self.open_for_read(&snapshot, ty, &view).await?;
+        let filter = format!("id = {}", quote(key));
+        let query = Query {
+            filter: Some(&filter),
+            select: None,
+            limit: Some(1),
+        };
+        let batch = table
+            .reader()
+            .scan(&query)
+            .await
+            .map_err(Error::from_read)?;
         Ok((batch.num_rows() > 0).then_some(batch))
     }
 
@@ -94,8 +150,9 @@ impl Graph {
         key: &str,
         edge: &str,
         direction: Direction,
-        at: &At,
+        view: impl Into<View>,
     ) -> Result<RecordBatch> {
+        let view = view.into();
         let node = self.node_type(node_type)?;
         let edge_def = self.edge_type(edge)?;
         let Some(ends) = edge_def.edge.as_ref() else {
@@ -123,48 +180,150 @@ impl Graph {
                 ),
             });
         }
-        let snapshot = self.snapshot(at).await?;
-        let edges = self.open_table(&snapshot, edge_def).await?;
-        let hits = scan(
-            &edges,
-            edge_def,
-            Some(&format!("{near_col} = {}", quote(key))),
-            Some(&[far_col.to_owned()]),
-            None,
-        )
-        .await?;
-        let keys: BTreeSet<String> = string_column(&hits, far_col)
+        let snapshot = self.snapshot(&view.at).await?;
+        let edges = self.open_for_read(&snapshot, edge_def, &view).await?;
+        let near_key = vec![key.to_owned()];
+        let far_column = [far_col.to_owned()];
+        let hits = edges
+            .reader()
+            .rows_where_in(near_col, &near_key, Some(&far_column))
+            .await
+            .map_err(Error::from_read)?;
+        let keys: Vec<String> = string_column(&hits, far_col)
             .iter()
             .flatten()
             .map(str::to_owned)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
             .collect();
         let far_def = self.node_type(far)?;
-        self.rows_by_key(&snapshot, far_def, keys.into_iter().collect())
+        let nodes = self.open_for_read(&snapshot, far_def, &view).await?;
+        nodes
+            .reader()
+            .rows_where_in("id", &keys, None)
             .await
+            .map_err(Error::from_read)
     }
 
-    async fn rows_by_key(
+    /// The best `k` rows of a type for `query`, with their scores.
+    pub async fn search(
+        &self,
+        type_name: &str,
+        query: &SearchQuery,
+        k: usize,
+        view: impl Into<View>,
+    ) -> Result<RecordBatch> {
+        let view = view.into();
+        let ty = self.type_def(type_name)?;
+        let text_columns: Vec<String>;
+        let search = match query {
+            SearchQuery::Text(text) => {
+                text_columns = text_search_columns(ty)?;
+                Search::Text {
+                    columns: &text_columns,
+                    text,
+                }
+            }
+            SearchQuery::Nearest(vector) => Search::Nearest {
+                column: vector_search_column(ty, vector.len())?,
+                vector,
+            },
+        };
+        if k == 0 {
+            return Err(Error::InvalidRequest {
+                what: "search".into(),
+                message: "k must be at least 1".into(),
+            });
+        }
+        let snapshot = self.snapshot(&view.at).await?;
+        let table = self.open_for_read(&snapshot, ty, &view).await?;
+        table
+            .reader()
+            .search(&search, k)
+            .await
+            .map_err(Error::from_read)
+    }
+
+    async fn open_for_read(
         &self,
         snapshot: &CommitRecord,
         ty: &TypeDef,
-        keys: Vec<String>,
-    ) -> Result<RecordBatch> {
-        let table = self.open_table(snapshot, ty).await?;
-        let mut batches = Vec::new();
-        for chunk in keys.chunks(KEYS_PER_SCAN) {
-            let list: Vec<String> = chunk.iter().map(|k| quote(k)).collect();
-            let filter = format!("id IN ({})", list.join(", "));
-            batches.push(scan(&table, ty, Some(&filter), None, None).await?);
-        }
-        if batches.is_empty() {
-            return Ok(RecordBatch::new_empty(crate::graph::table_schema(ty)));
-        }
-        let schema = batches[0].schema();
-        arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| Error::InvalidRequest {
-            what: "neighbors".into(),
-            message: e.to_string(),
+        view: &View,
+    ) -> Result<OpenTable> {
+        let base = self.open_table(snapshot, ty).await?;
+        let writer = if view.fresh {
+            self.warm_writer(&ty.table_path(), &snapshot.branch).await
+        } else {
+            None
+        };
+        Ok(OpenTable {
+            base,
+            fresh: view.fresh,
+            writer,
         })
     }
+}
+
+/// The `@index(fts)` fields full-text search runs over.
+fn text_search_columns(ty: &TypeDef) -> Result<Vec<String>> {
+    let columns: Vec<String> = ty
+        .fields
+        .iter()
+        .filter(|f| f.index == Some(IndexKind::Fts))
+        .map(|f| f.name.clone())
+        .collect();
+    if columns.is_empty() {
+        return Err(Error::InvalidRequest {
+            what: "text search".into(),
+            message: format!(
+                "{} has no full-text indexed field; declare one, e.g. `bio: String? @index(fts)`",
+                ty.name
+            ),
+        });
+    }
+    Ok(columns)
+}
+
+/// The indexed vector field nearest-neighbour search runs over; `dimension` must match it.
+fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
+    let fields: Vec<_> = ty
+        .fields
+        .iter()
+        .filter(|f| matches!(f.ty, FieldType::Vector(_)) && f.index.is_some())
+        .collect();
+    let field = match fields.as_slice() {
+        [one] => one,
+        [] => {
+            return Err(Error::InvalidRequest {
+                what: "vector search".into(),
+                message: format!(
+                "{} has no indexed vector field; declare one, e.g. `embedding: Vector(8)? @index`",
+                ty.name
+            ),
+            })
+        }
+        _ => {
+            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+            return Err(Error::InvalidRequest {
+                what: "vector search".into(),
+                message: format!(
+                    "{} has several indexed vector fields ({}); only one is supported",
+                    ty.name,
+                    names.join(", ")
+                ),
+            });
+        }
+    };
+    if field.ty != FieldType::Vector(dimension) {
+        return Err(Error::InvalidRequest {
+            what: "vector search".into(),
+            message: format!(
+                "{}.{} is {}, the query vector has {dimension} dimensions",
+                ty.name, field.name, field.ty
+            ),
+        });
+    }
+    Ok(&field.name)
 }
 
 fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
@@ -181,38 +340,4 @@ fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
         });
     }
     Ok(())
-}
-
-async fn scan(
-    table: &Dataset,
-    ty: &TypeDef,
-    filter: Option<&str>,
-    select: Option<&[String]>,
-    limit: Option<usize>,
-) -> Result<RecordBatch> {
-    let invalid = |what: &str, source: lance::Error| Error::InvalidRequest {
-        what: what.to_owned(),
-        message: source.to_string(),
-    };
-    let mut scanner = table.scan();
-    if let Some(columns) = select {
-        check_columns(ty, columns)?;
-        scanner.project(columns).map_err(|e| invalid("select", e))?;
-    }
-    if let Some(filter) = filter {
-        scanner.filter(filter).map_err(|e| invalid("filter", e))?;
-    }
-    if let Some(limit) = limit {
-        scanner
-            .limit(Some(limit as i64), None)
-            .map_err(|e| invalid("limit", e))?;
-    }
-    scanner.try_into_batch().await.map_err(|e| match filter {
-        Some(_) => invalid("filter", e),
-        None => Error::Lance {
-            action: "scan".into(),
-            table: ty.table_path(),
-            source: e,
-        },
-    })
 }

@@ -2,13 +2,14 @@
 
 use std::time::{Duration, SystemTime};
 
+use serde::{Deserialize, Serialize};
 use tributary_memwal_adapter::table_state;
 use tributary_publisher::CommitKind;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardIngestStatus {
     pub shard: String,
     pub writer_epoch: u64,
@@ -18,7 +19,7 @@ pub struct ShardIngestStatus {
     pub folded_through: Option<u64>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TableIngestStatus {
     pub type_name: String,
     pub table: String,
@@ -35,7 +36,7 @@ pub struct TableIngestStatus {
     pub oldest_pending_age: Option<Duration>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IngestStatus {
     pub branch: String,
     pub tables: Vec<TableIngestStatus>,

@@ -15,7 +15,10 @@ use tributary_publisher::{
 };
 use tributary_storage::GraphStore;
 
+use ingest_core::Catalog;
+
 use crate::error::{Error, LanceSnafu, PublishSnafu, Result, StorageSnafu};
+use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
 
 /// How often a write retries its publish after losing the head to another writer.
@@ -25,11 +28,14 @@ const PUBLISH_ATTEMPTS: usize = 5;
 /// older one only re-publishes versions that are already visible: harmless.
 const RECENT_COMMITS: usize = 256;
 
-/// Where a graph write commits: the graph's store and its publisher.
+/// Where a graph write commits: the graph's store, its publisher, and the catalog whose
+/// derived indexes each written table carries.
 #[derive(Clone, Copy)]
 pub struct GraphTarget<'a> {
     pub store: &'a GraphStore,
     pub publisher: &'a dyn Publisher,
+    pub catalog: &'a Catalog,
+    pub indexes: IndexSettings,
 }
 
 /// One table's staged write: the dataset it was staged on, its path, the transaction and
@@ -155,13 +161,14 @@ async fn commit_and_publish(
         if i == 1 {
             crash_window(intent.kind, Window::BetweenTableCommits)?;
         }
-        let version = commit_staged(
+        let committed = commit_staged(
             write.dataset,
             &write.path,
             write.transaction,
             write.affected,
         )
         .await?;
+        let version = refresh_indexes(target, &write.path, committed).await;
         versions.insert(write.path, version);
     }
     crash_window(intent.kind, Window::BeforePublish)?;
@@ -194,22 +201,38 @@ async fn delete_sidecar(store: &GraphStore, sidecar: &str) {
     }
 }
 
+/// Bring the derived indexes of a just-committed table up to date; the version to publish.
+/// A failure is logged, not returned: the data commit stands, and the next write retries.
+async fn refresh_indexes(target: GraphTarget<'_>, path: &str, mut dataset: Dataset) -> u64 {
+    let Some(ty) = target.catalog.types.iter().find(|t| t.table_path() == path) else {
+        return dataset.version().version;
+    };
+    let force = ty.stream.is_some();
+    match maintain_indexes(&mut dataset, &index_specs(ty), target.indexes, force).await {
+        Ok(report) if report.changed() => {
+            tracing::debug!(table = path, ?report, "indexes refreshed");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, table = path, "could not refresh indexes"),
+    }
+    dataset.version().version
+}
+
 /// Commit a staged transaction on top of the table's latest version.
 pub async fn commit_staged(
     dataset: Arc<Dataset>,
     path: &str,
     transaction: Transaction,
     affected: Option<RowAddrTreeMap>,
-) -> Result<u64> {
+) -> Result<Dataset> {
     let mut builder = CommitBuilder::new(dataset).with_skip_auto_cleanup(true);
     if let Some(affected) = affected {
         builder = builder.with_affected_rows(affected);
     }
-    let committed = builder.execute(transaction).await.context(LanceSnafu {
+    builder.execute(transaction).await.context(LanceSnafu {
         action: "commit",
         table: path,
-    })?;
-    Ok(committed.version().version)
+    })
 }
 
 /// Publish, re-basing on a moved head a few times. Lance table history is linear, so the
@@ -279,14 +302,14 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
             .open_dataset(&table.path, Some(table.read_version))
             .await
             .context(StorageSnafu)?;
-        let version = commit_staged(
+        let committed = commit_staged(
             Arc::new(dataset),
             &table.path,
             table.decode(&intent.id)?,
             None,
         )
         .await?;
-        versions.insert(table.path.clone(), version);
+        versions.insert(table.path.clone(), committed.version().version);
     }
     let head = target
         .publisher

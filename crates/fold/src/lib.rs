@@ -7,6 +7,7 @@
 pub mod check;
 pub mod commit;
 mod error;
+pub mod indexes;
 pub mod intent;
 pub mod lookup;
 pub mod rejects;
@@ -15,5 +16,6 @@ mod run;
 pub use check::RejectKind;
 pub use commit::{commit_intent, recover_intent, GraphTarget, Recovered, StagedWrite};
 pub use error::{Error, Result};
+pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
 pub use rejects::{rejects_schema, REJECTS_PATH};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, RejectPolicy, FOLD_ACTOR};

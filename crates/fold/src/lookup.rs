@@ -48,9 +48,7 @@ pub fn literal_kind(data_type: &DataType) -> Literal {
     }
 }
 
-pub fn quote(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
+pub use tributary_storage::quote;
 
 /// Which of `keys` exist in `column`.
 pub async fn existing_ids(

@@ -60,7 +60,7 @@ impl Default for FoldSettings {
 }
 
 /// What one fold did.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FoldOutcome {
     /// The graph commit; `None` when nothing was pending.
     pub commit: Option<CommitRecord>,

@@ -20,9 +20,6 @@ pub enum Error {
     ))]
     PrimaryKeyMismatch { table: String, found: String },
 
-    #[snafu(display("fresh read of {table}: {message}"))]
-    InvalidQuery { table: String, message: String },
-
     #[snafu(display("{table}: {message}"))]
     InvalidSetting { table: String, message: String },
 

@@ -6,43 +6,9 @@ use lance::dataset::mem_wal::{DatasetMemWalExt, LsmScanner, ShardSnapshot};
 use lance::Dataset;
 use snafu::ResultExt;
 
-use arrow_array::RecordBatch;
-
-use crate::error::{from_lance, Error, LanceSnafu, Result};
+use crate::error::{from_lance, LanceSnafu, Result};
 use crate::shards::shard_manifests;
 use crate::writer::TableWriter;
-
-/// What a fresh read asks for.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct FreshQuery<'a> {
-    pub filter: Option<&'a str>,
-    pub select: Option<&'a [String]>,
-    pub limit: Option<usize>,
-}
-
-/// Rows of `base` plus the unfolded tier (see [`fresh_scanner`]) matching `query`.
-pub async fn fresh_read(
-    base: Dataset,
-    writer: Option<&TableWriter>,
-    query: FreshQuery<'_>,
-) -> Result<RecordBatch> {
-    let table = base.uri().to_owned();
-    let invalid = |source: lance::Error| Error::InvalidQuery {
-        table: table.clone(),
-        message: source.to_string(),
-    };
-    let mut scanner = fresh_scanner(base.clone(), writer).await?;
-    if let Some(columns) = query.select {
-        scanner = scanner.project(columns).map_err(invalid)?;
-    }
-    if let Some(filter) = query.filter {
-        scanner = scanner.filter(filter).map_err(invalid)?;
-    }
-    if let Some(limit) = query.limit {
-        scanner = scanner.limit(Some(limit as i64), None).map_err(invalid)?;
-    }
-    scanner.try_into_batch().await.map_err(invalid)
-}
 
 /// An LSM scanner over `base` (the table at a snapshot) + the flushed generations `base`'s
 /// MemWAL index has not compacted + `writer`'s in-memory memtables (same process only).

@@ -10,7 +10,7 @@ use crate::error::{LanceSnafu, Result, StorageSnafu};
 use crate::shards::shard_manifests;
 
 /// What one collection removed from one table's MemWAL.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemWalGarbage {
     /// WAL entries whose rows are in a flushed generation.
     pub wal_entries: u64,

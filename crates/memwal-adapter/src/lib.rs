@@ -11,7 +11,7 @@ mod status;
 mod writer;
 
 pub use error::{Error, Result};
-pub use fresh::{fresh_read, fresh_scanner, FreshQuery};
+pub use fresh::fresh_scanner;
 pub use gc::{collect_memwal_garbage, MemWalGarbage};
 pub use generation::generation_rows;
 pub use settings::WriterSettings;

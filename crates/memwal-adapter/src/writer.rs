@@ -46,12 +46,15 @@ pub struct Enrolled {
 }
 
 /// Enrol `table` for streaming writes. Idempotent, and safe when processes race: a lost
-/// race on the index is the "already initialized" case.
+/// race on the index is the "already initialized" case. `maintained` names base-table
+/// indexes the MemWAL keeps on memtables and flushed generations (they must exist; the
+/// primary key's is kept implicitly). They are fixed at enrollment.
 pub async fn enroll(
     store: &GraphStore,
     table: &str,
     sharding: Sharding,
     defaults: &WriterSettings,
+    maintained: &[String],
 ) -> Result<Enrolled> {
     let mut dataset = store
         .open_dataset(table, None)
@@ -71,6 +74,7 @@ pub async fn enroll(
             Sharding::Buckets(n) => builder.bucket_sharding("id", n),
         };
         let outcome = builder
+            .maintained_indexes(maintained.iter().cloned())
             .writer_config_defaults(defaults.writer_config(Uuid::nil()))
             .execute()
             .await;

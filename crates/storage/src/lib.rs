@@ -25,6 +25,11 @@ pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
 pub use error::{Error, Result};
 pub use wrapper::GraphStoreWrapper;
 
+/// A SQL string literal for Lance filters: `it's` → `'it''s'`.
+pub fn quote(value: &str) -> String {
+    format!("'{}'", value.replace('\'', "''"))
+}
+
 use error::{InvalidUriSnafu, LanceSnafu, ObjectStoreSnafu};
 
 /// The root of one graph: a local directory (plain path or `file://` URI).

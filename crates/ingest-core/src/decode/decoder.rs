@@ -17,7 +17,9 @@ const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data";
 /// Decodes NDJSON lines against a catalog into per-type Arrow builders.
 pub struct Decoder<'c> {
     catalog: &'c Catalog,
-    tables: Vec<TableBuilder<'c>>,
+    /// One builder per catalog type, made at the type's first row: a send of one row
+    /// of one type builds nothing for the others.
+    tables: Vec<Option<TableBuilder<'c>>>,
     table_by_name: HashMap<&'c str, usize>,
     rejects: Vec<LineError>,
     buffered_rows: usize,
@@ -87,7 +89,7 @@ impl<'a> Envelope<'a> {
 
 impl<'c> Decoder<'c> {
     pub fn new(catalog: &'c Catalog) -> Self {
-        let tables: Vec<TableBuilder<'c>> = catalog.types.iter().map(TableBuilder::new).collect();
+        let tables = catalog.types.iter().map(|_| None).collect();
         let table_by_name = catalog
             .types
             .iter()
@@ -112,7 +114,9 @@ impl<'c> Decoder<'c> {
         }
         match self.stage(line) {
             Ok(row) => {
-                self.tables[row.table].append(line_no, row);
+                if let Some(table) = self.tables[row.table].as_mut() {
+                    table.append(line_no, row);
+                }
                 self.buffered_rows += 1;
             }
             Err(Reject { field, reason }) => self.rejects.push(LineError {
@@ -138,6 +142,7 @@ impl<'c> Decoder<'c> {
         let batches = self
             .tables
             .iter_mut()
+            .flatten()
             .filter(|table| table.row_count() > 0)
             .map(TableBuilder::finish)
             .collect();
@@ -148,8 +153,8 @@ impl<'c> Decoder<'c> {
         Decoded { batches, rejects }
     }
 
-    /// Validate and convert a whole line without touching any builder.
-    fn stage<'l>(&self, line: &'l str) -> Result<StagedRow<'l>, Reject> {
+    /// Validate and convert a whole line; appends nothing (it may make the type's builder).
+    fn stage<'l>(&mut self, line: &'l str) -> Result<StagedRow<'l>, Reject> {
         let members = match Json::parse(line) {
             Ok(Json::Object(members)) => members,
             Ok(other) => {
@@ -187,7 +192,7 @@ impl<'c> Decoder<'c> {
             }
         };
 
-        let table = &self.tables[table_index];
+        let table = self.tables[table_index].get_or_insert_with(|| TableBuilder::new(def));
         let cells = stage_fields(table, envelope.data)?;
         let key = match table.key_index {
             Some(index) => {

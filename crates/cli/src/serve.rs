@@ -1,0 +1,92 @@
+//! `tributary serve`: the HTTP server over every graph under a root directory.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use tributary_server::{AppState, Limits, ServerConfig, Tokens};
+
+use crate::Failure;
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Directory whose sub-folders are the graphs (a graph's id is its folder name).
+    root: PathBuf,
+    /// Address to listen on (port 0 picks a free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    bind: String,
+    /// Bearer tokens, one per line: `TOKEN SCOPE GRAPH` (scope `read` or `write`, a write
+    /// token may also read; GRAPH an id or `*`). Without it nothing is checked.
+    #[arg(long)]
+    tokens: Option<PathBuf>,
+    /// Allow creating graphs over the API (`tributary init --server …`).
+    #[arg(long)]
+    init: bool,
+    /// Largest load body accepted (413 above it).
+    #[arg(long, default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Longest ingest line accepted (a longer one is rejected, the stream goes on).
+    #[arg(long, default_value_t = Limits::default().max_line_bytes)]
+    max_line_bytes: usize,
+}
+
+pub async fn run(args: ServeArgs) -> Result<(), Failure> {
+    if args.init {
+        std::fs::create_dir_all(&args.root).map_err(|e| Failure {
+            message: format!("cannot create {}: {e}", args.root.display()),
+            code: 73,
+        })?;
+    }
+    if !args.root.is_dir() {
+        return Err(Failure {
+            message: format!("{} is not a directory", args.root.display()),
+            code: 66,
+        });
+    }
+    let tokens = match &args.tokens {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| Failure {
+                message: format!("cannot read {}: {e}", path.display()),
+                code: 66,
+            })?;
+            Some(Tokens::parse(&text).map_err(|e| Failure {
+                message: format!("{}: {e}", path.display()),
+                code: 65,
+            })?)
+        }
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(&args.bind)
+        .await
+        .map_err(|e| Failure {
+            message: format!("cannot listen on {}: {e}", args.bind),
+            code: 71,
+        })?;
+    let address: SocketAddr = listener.local_addr().map_err(|e| Failure {
+        message: e.to_string(),
+        code: 71,
+    })?;
+    if tokens.is_none() && !address.ip().is_loopback() {
+        eprintln!("warning: serving {address} without --tokens: anyone who can reach it may write");
+    }
+    let config = ServerConfig {
+        root: args.root,
+        tokens,
+        allow_init: args.init,
+        limits: Limits {
+            max_body_bytes: args.max_body_bytes,
+            max_line_bytes: args.max_line_bytes,
+            ..Limits::default()
+        },
+    };
+    // The first line says where to connect (a parent process may have asked for port 0).
+    let mut stdout = std::io::stdout();
+    let _ = writeln!(stdout, "listening on http://{address}");
+    let _ = stdout.flush();
+    tributary_server::serve(listener, AppState::new(config), std::future::pending())
+        .await
+        .map_err(|e| Failure {
+            message: format!("server failed: {e}"),
+            code: 70,
+        })
+}

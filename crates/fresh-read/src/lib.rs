@@ -1,0 +1,166 @@
+//! Reads of one table: at a snapshot, or fresh — the snapshot's table plus what its MemWAL
+//! holds beyond it (flushed generations not yet folded, and in the writing process the live
+//! memtables), newest write per key winning. Planning is Lance's: its dataset scanner for
+//! the snapshot tier, its `LsmScanner` (point lookups, merged scans, full-text and vector
+//! search over every tier) for the fresh one.
+
+mod error;
+mod search;
+
+use arrow_array::RecordBatch;
+use lance::Dataset;
+use snafu::ResultExt;
+use tributary_memwal_adapter::{fresh_scanner, TableWriter};
+use tributary_storage::quote;
+
+pub use error::{Error, Result};
+pub use search::Search;
+
+use error::MemWalSnafu;
+
+/// What a scan asks for.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Query<'a> {
+    /// A SQL predicate (Lance's scanner filter).
+    pub filter: Option<&'a str>,
+    /// Columns to return, in order; all when `None`.
+    pub select: Option<&'a [String]>,
+    pub limit: Option<usize>,
+}
+
+/// Which data a read sees.
+#[derive(Clone, Copy)]
+pub enum Tier<'a> {
+    /// Only what the snapshot's commit made visible.
+    Snapshot,
+    /// The snapshot + flushed, unfolded generations + `writer`'s memtables (this process).
+    Fresh { writer: Option<&'a TableWriter> },
+}
+
+/// One table, read at a snapshot version (`base`) through a tier.
+pub struct TableReader<'a> {
+    base: Dataset,
+    tier: Tier<'a>,
+}
+
+impl<'a> TableReader<'a> {
+    pub fn new(base: Dataset, tier: Tier<'a>) -> TableReader<'a> {
+        TableReader { base, tier }
+    }
+
+    fn table(&self) -> String {
+        self.base.uri().to_owned()
+    }
+
+    pub(crate) fn invalid(&self, what: &str) -> impl Fn(lance::Error) -> Error + '_ {
+        let what = what.to_owned();
+        move |source| Error::InvalidQuery {
+            table: self.table(),
+            what: what.clone(),
+            message: source.to_string(),
+        }
+    }
+
+    /// A failure while running a planned read: the filter's fault when there is one (Lance
+    /// checks some predicates only at execution), the store's otherwise.
+    pub(crate) fn execution(&self, filter: Option<&str>) -> impl Fn(lance::Error) -> Error + '_ {
+        let blame_filter = filter.is_some();
+        move |source| {
+            if blame_filter {
+                (self.invalid("filter"))(source)
+            } else {
+                Error::Lance {
+                    action: "scan".into(),
+                    table: self.table(),
+                    source,
+                }
+            }
+        }
+    }
+
+    /// Rows matching `query`. A filter of the form `id = 'k'` or `id IN (…)` takes Lance's
+    /// point-lookup path in both tiers (the key's BTree at the snapshot; newest generation
+    /// first, bloom filters, then the base, when fresh).
+    pub async fn scan(&self, query: &Query<'_>) -> Result<RecordBatch> {
+        match self.tier {
+            Tier::Snapshot => {
+                let mut scanner = self.base.scan();
+                if let Some(columns) = query.select {
+                    scanner.project(columns).map_err(self.invalid("select"))?;
+                }
+                if let Some(filter) = query.filter {
+                    scanner.filter(filter).map_err(self.invalid("filter"))?;
+                }
+                if let Some(limit) = query.limit {
+                    scanner
+                        .limit(Some(limit as i64), None)
+                        .map_err(self.invalid("limit"))?;
+                }
+                scanner
+                    .try_into_batch()
+                    .await
+                    .map_err(self.execution(query.filter))
+            }
+            Tier::Fresh { writer } => {
+                let mut scanner = fresh_scanner(self.base.clone(), writer)
+                    .await
+                    .context(MemWalSnafu)?;
+                if let Some(columns) = query.select {
+                    scanner = scanner.project(columns).map_err(self.invalid("select"))?;
+                }
+                if let Some(filter) = query.filter {
+                    scanner = scanner.filter(filter).map_err(self.invalid("filter"))?;
+                }
+                if let Some(limit) = query.limit {
+                    scanner = scanner
+                        .limit(Some(limit as i64), None)
+                        .map_err(self.invalid("limit"))?;
+                }
+                scanner
+                    .try_into_batch()
+                    .await
+                    .map_err(self.execution(query.filter))
+            }
+        }
+    }
+
+    /// Rows whose `column` is one of `keys`, in chunks of one `IN (…)` filter each.
+    pub async fn rows_where_in(
+        &self,
+        column: &str,
+        keys: &[String],
+        select: Option<&[String]>,
+    ) -> Result<RecordBatch> {
+        const KEYS_PER_SCAN: usize = 512;
+        let mut batches = Vec::new();
+        for chunk in keys.chunks(KEYS_PER_SCAN) {
+            let list: Vec<String> = chunk.iter().map(|k| quote(k)).collect();
+            let filter = format!("{column} IN ({})", list.join(", "));
+            let query = Query {
+                filter: Some(&filter),
+                select,
+                limit: None,
+            };
+            batches.push(self.scan(&query).await?);
+        }
+        match batches.first() {
+            None => {
+                let query = Query {
+                    filter: Some("false"),
+                    select,
+                    limit: Some(0),
+                };
+                self.scan(&query).await
+            }
+            Some(first) => {
+                arrow_select::concat::concat_batches(&first.schema(), &batches).map_err(|e| {
+                    Error::InvalidQuery {
+                        table: self.table(),
+                        what: "concat".into(),
+                        message: e.to_string(),
+                    }
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Bearer tokens: `TOKEN SCOPE GRAPH` per line (`read` or `write`; a graph id or `*`).
+
+use axum::http::StatusCode;
+
+use crate::error::ApiError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Read,
+    Write,
+}
+
+#[derive(Clone)]
+struct Grant {
+    token: String,
+    scope: Scope,
+    /// `None` for `*`.
+    graph: Option<String>,
+}
+
+/// The tokens a server accepts. Never printed: `Debug` shows only how many there are.
+#[derive(Clone, Default)]
+pub struct Tokens {
+    grants: Vec<Grant>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tokens({} grants)", self.grants.len())
+    }
+}
+
+impl Tokens {
+    /// Parse a tokens file; blank lines and `#` comments are skipped. Errors name the line
+    /// (never the token).
+    pub fn parse(text: &str) -> Result<Tokens, String> {
+        let mut grants = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = index + 1;
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [token, scope, graph] = fields.as_slice() else {
+                return Err(format!(
+                    "line {at}: expected `TOKEN SCOPE GRAPH`, found {} fields",
+                    fields.len()
+                ));
+            };
+            let scope = match *scope {
+                "read" => Scope::Read,
+                "write" => Scope::Write,
+                other => {
+                    return Err(format!(
+                        "line {at}: scope must be `read` or `write`, not `{other}`"
+                    ))
+                }
+            };
+            grants.push(Grant {
+                token: (*token).to_owned(),
+                scope,
+                graph: (*graph != "*").then(|| (*graph).to_owned()),
+            });
+        }
+        if grants.is_empty() {
+            return Err("the tokens file grants nothing".into());
+        }
+        Ok(Tokens { grants })
+    }
+
+    /// May the bearer of `token` act with `scope` on `graph` (`None`: no particular graph,
+    /// e.g. `/metrics`, where any valid token will do)?
+    pub fn check(
+        &self,
+        token: Option<&str>,
+        scope: Scope,
+        graph: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(token) = token else {
+            return Err(unauthorized("a bearer token is required"));
+        };
+        let mine: Vec<&Grant> = self
+            .grants
+            .iter()
+            .filter(|g| constant_time_eq(g.token.as_bytes(), token.as_bytes()))
+            .collect();
+        if mine.is_empty() {
+            return Err(unauthorized("the bearer token is not valid"));
+        }
+        let allowed = mine.iter().any(|g| {
+            g.scope >= scope
+                && match (graph, &g.graph) {
+                    (_, None) | (None, _) => true,
+                    (Some(wanted), Some(granted)) => wanted == granted,
+                }
+        });
+        if allowed {
+            Ok(())
+        } else {
+            let what = match scope {
+                Scope::Read => "read",
+                Scope::Write => "write",
+            };
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "the token may not {what} {}",
+                    graph.map_or("here".to_owned(), |g| format!("graph `{g}`"))
+                ),
+            ))
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+/// Compare without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,343 @@
+//! `POST /graphs/{id}/ingest`: a streamed NDJSON body in, a stream of acknowledgement
+//! records out while the body is still arriving, then a summary.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
+use futures::channel::{mpsc, oneshot};
+use futures::{SinkExt, StreamExt};
+use serde::{Deserialize, Serialize};
+use tributary::{ErrorKind, Graph, IngestAck, LineError, MAIN_BRANCH};
+
+use crate::auth::Scope;
+use crate::error::{kind_name, ApiError, ErrorBody, LineRecord};
+use crate::lines::{LineSplitter, Piece};
+use crate::AppState;
+
+/// One acknowledgement: every line up to `through_line` is durable or rejected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckRecord {
+    /// Rows acknowledged so far in this request.
+    pub acked: u64,
+    pub through_line: u64,
+    /// Rows this acknowledgement made durable.
+    pub rows: u64,
+    pub rejected: Vec<LineRecord>,
+}
+
+/// The last record of a stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IngestSummary {
+    pub summary: bool,
+    pub acked: u64,
+    pub rejected: u64,
+    pub through_line: u64,
+    /// Folds run in the server's background folder, not per request.
+    pub fold_commit: Option<String>,
+    pub seconds: f64,
+    pub rows_per_s: f64,
+    /// Why the stream ended early (`--strict`'s first bad line, or a failed send).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct IngestParams {
+    #[serde(default = "main_branch")]
+    pub branch: String,
+    #[serde(default)]
+    pub strict: bool,
+}
+
+fn main_branch() -> String {
+    MAIN_BRANCH.to_owned()
+}
+
+/// How long a send waits out back-pressure, in total, once the stream has started.
+const BACKPRESSURE_PATIENCE: Duration = Duration::from_secs(30);
+
+pub async fn ingest(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<IngestParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Write, Some(&id))?;
+    let ndjson = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-ndjson"));
+    if !ndjson {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_input",
+            "ingest takes Content-Type: application/x-ndjson",
+        ));
+    }
+    let graph = state.graph(&id).await?;
+    graph.ingest(&params.branch)?;
+    state.ensure_folder(&id, &graph, &params.branch).await;
+    let (records, stream) = mpsc::channel::<Bytes>(16);
+    let (started, first) = oneshot::channel();
+    tokio::spawn(run(state.clone(), graph, params, body, records, started));
+    if let Ok(Err(error)) = first.await {
+        return Err(error);
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .body(Body::from_stream(
+            stream.map(Ok::<_, std::convert::Infallible>),
+        ))
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
+}
+
+/// Why the stream stopped before the body ended.
+enum Stop {
+    /// The client went away: nothing more can be acknowledged.
+    Disconnected,
+    Failed(ErrorBody),
+}
+
+struct Session {
+    state: Arc<AppState>,
+    graph: Arc<Graph>,
+    branch: String,
+    strict: bool,
+    records: mpsc::Sender<Bytes>,
+    started: Option<oneshot::Sender<Result<(), ApiError>>>,
+    acked: u64,
+    rejected: u64,
+    through_line: u64,
+}
+
+async fn run(
+    state: Arc<AppState>,
+    graph: Arc<Graph>,
+    params: IngestParams,
+    body: Body,
+    records: mpsc::Sender<Bytes>,
+    started: oneshot::Sender<Result<(), ApiError>>,
+) {
+    let limits = state.config.limits;
+    let begun = Instant::now();
+    let mut session = Session {
+        state,
+        graph,
+        branch: params.branch,
+        strict: params.strict,
+        records,
+        started: Some(started),
+        acked: 0,
+        rejected: 0,
+        through_line: 0,
+    };
+    let mut splitter = LineSplitter::new(limits.max_line_bytes);
+    let mut body = body.into_data_stream();
+    let stop = loop {
+        let pieces = match body.next().await {
+            Some(Ok(chunk)) => splitter.push(&chunk),
+            // A broken body (client gone): its partial last line is never sent.
+            Some(Err(_)) => break Some(Stop::Disconnected),
+            None => {
+                let last = splitter.finish();
+                match session
+                    .send_pieces(last.into_iter().collect(), limits.batch_lines)
+                    .await
+                {
+                    Ok(()) => break None,
+                    Err(stop) => break Some(stop),
+                }
+            }
+        };
+        if let Err(stop) = session.send_pieces(pieces, limits.batch_lines).await {
+            break Some(stop);
+        }
+    };
+    let error = match stop {
+        Some(Stop::Disconnected) => return,
+        Some(Stop::Failed(error)) => Some(error),
+        None => None,
+    };
+    session.start(Ok(()));
+    let seconds = begun.elapsed().as_secs_f64();
+    let summary = IngestSummary {
+        summary: true,
+        acked: session.acked,
+        rejected: session.rejected,
+        through_line: session.through_line,
+        fold_commit: None,
+        seconds,
+        rows_per_s: session.acked as f64 / seconds.max(1e-9),
+        error,
+    };
+    session.emit(&summary).await;
+}
+
+impl Session {
+    /// Release the response (headers) with `result`, once.
+    fn start(&mut self, result: Result<(), ApiError>) {
+        if let Some(started) = self.started.take() {
+            let _ = started.send(result);
+        }
+    }
+
+    async fn emit<T: Serialize>(&mut self, record: &T) -> bool {
+        let mut line = serde_json::to_vec(record).unwrap_or_default();
+        line.push(b'\n');
+        self.records.send(Bytes::from(line)).await.is_ok()
+    }
+
+    async fn send_pieces(&mut self, pieces: Vec<Piece>, batch_lines: usize) -> Result<(), Stop> {
+        for batch in pieces.chunks(batch_lines.max(1)) {
+            self.send_batch(batch).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_batch(&mut self, pieces: &[Piece]) -> Result<(), Stop> {
+        let Some(first) = pieces.first() else {
+            return Ok(());
+        };
+        let first_line = first.line();
+        let last_line = pieces.last().map_or(first_line, Piece::line);
+        // Unreadable lines become blank (skipped by the decoder) and are rejected here.
+        let mut refused = Vec::new();
+        let texts: Vec<&str> = pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Line { text, .. } => text.as_str(),
+                Piece::TooLong { line } => {
+                    refused.push(line_error(
+                        *line,
+                        format!(
+                            "the line exceeds the limit of {} bytes",
+                            self.state.config.limits.max_line_bytes
+                        ),
+                    ));
+                    ""
+                }
+                Piece::NotUtf8 { line } => {
+                    refused.push(line_error(*line, "the line is not UTF-8".into()));
+                    ""
+                }
+            })
+            .collect();
+        let graph = self.graph.clone();
+        let ingestor = graph.ingest(&self.branch).map_err(failed)?;
+        let mut keep = texts.len();
+        let mut stopped_at = None;
+        if self.strict {
+            let mut invalid = ingestor.check(first_line, &texts.join("\n"));
+            invalid.extend(refused.iter().cloned());
+            invalid.sort_by_key(|e| e.line);
+            if let Some(bad) = invalid.into_iter().next() {
+                keep = (bad.line - first_line) as usize;
+                refused.retain(|e| e.line < bad.line);
+                stopped_at = Some(bad);
+            }
+        }
+        let text = texts[..keep].join("\n");
+        let started = Instant::now();
+        let mut ack = self.send_with_patience(first_line, &text).await?;
+        ack.rejected.extend(refused);
+        if let Some(bad) = &stopped_at {
+            ack.rejected.push(bad.clone());
+        }
+        ack.rejected.sort_by_key(|e| e.line);
+        ack.through_line = stopped_at.as_ref().map_or(last_line, |bad| bad.line);
+        self.state.metrics.acknowledged(
+            started.elapsed(),
+            ack.durable_rows,
+            ack.rejected.len() as u64,
+        );
+        self.record(&ack).await?;
+        match stopped_at {
+            Some(bad) => Err(Stop::Failed(ErrorBody {
+                kind: "invalid_input".into(),
+                error: format!("strict: stopped at {bad}"),
+                lines: vec![LineRecord {
+                    line: bad.line,
+                    error: bad.to_string(),
+                }],
+            })),
+            None => Ok(()),
+        }
+    }
+
+    /// Send, waiting out back-pressure — except before the response started, where it
+    /// becomes a 503 with `Retry-After`.
+    async fn send_with_patience(&mut self, first_line: u64, text: &str) -> Result<IngestAck, Stop> {
+        let graph = self.graph.clone();
+        let ingestor = graph.ingest(&self.branch).map_err(failed)?;
+        let deadline = Instant::now() + BACKPRESSURE_PATIENCE;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match ingestor.send(first_line, text).await {
+                Ok(ack) => return Ok(ack),
+                Err(error) if error.kind() == ErrorKind::Unavailable => {
+                    if self.started.is_some() || Instant::now() >= deadline {
+                        let body = ApiError::from(error);
+                        let record = body.body.clone();
+                        self.start(Err(body));
+                        return Err(Stop::Failed(record));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                Err(error) => {
+                    let body = ApiError::from(error);
+                    let record = body.body.clone();
+                    self.start(Err(body));
+                    return Err(Stop::Failed(record));
+                }
+            }
+        }
+    }
+
+    async fn record(&mut self, ack: &IngestAck) -> Result<(), Stop> {
+        self.acked += ack.durable_rows;
+        self.rejected += ack.rejected.len() as u64;
+        self.through_line = ack.through_line;
+        let record = AckRecord {
+            acked: self.acked,
+            through_line: ack.through_line,
+            rows: ack.durable_rows,
+            rejected: ack
+                .rejected
+                .iter()
+                .map(|r| LineRecord {
+                    line: r.line,
+                    error: r.to_string(),
+                })
+                .collect(),
+        };
+        self.start(Ok(()));
+        if self.emit(&record).await {
+            Ok(())
+        } else {
+            Err(Stop::Disconnected)
+        }
+    }
+}
+
+fn line_error(line: u64, reason: String) -> LineError {
+    LineError {
+        line,
+        field: None,
+        reason,
+    }
+}
+
+fn failed(error: tributary::Error) -> Stop {
+    Stop::Failed(ErrorBody {
+        kind: kind_name(error.kind()).to_owned(),
+        error: error.to_string(),
+        lines: Vec::new(),
+    })
+}

@@ -1,0 +1,274 @@
+//! The HTTP API over the engine (axum): every graph under one root directory, addressed
+//! by its folder name. Endpoints are listed in [`ROUTES`] and documented in
+//! `openapi.json` (a test holds the two together).
+
+mod auth;
+mod error;
+mod ingest;
+mod lines;
+mod metrics;
+mod routes;
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::sync::Mutex;
+use tributary::Graph;
+
+pub use auth::{Scope, Tokens};
+pub use error::{kind_name, ApiError, ErrorBody, LineRecord, RETRY_AFTER_S};
+pub use ingest::{AckRecord, IngestSummary};
+pub use routes::ARROW_STREAM;
+
+/// The OpenAPI description of [`ROUTES`].
+pub const OPENAPI: &str = include_str!("../openapi.json");
+
+/// Every route the server answers: (method, path).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/metrics"),
+    ("POST", "/graphs/{id}"),
+    ("POST", "/graphs/{id}/load"),
+    ("POST", "/graphs/{id}/ingest"),
+    ("GET", "/graphs/{id}/ingest/status"),
+    ("POST", "/graphs/{id}/ingest/fold"),
+    ("GET", "/graphs/{id}/rejects"),
+    ("GET", "/graphs/{id}/types/{type}"),
+    ("GET", "/graphs/{id}/types/{type}/{key}"),
+    ("GET", "/graphs/{id}/neighbors/{type}/{key}"),
+    ("GET", "/graphs/{id}/search/{type}"),
+    ("GET", "/graphs/{id}/commits"),
+    ("GET", "/graphs/{id}/schema"),
+    ("POST", "/graphs/{id}/cleanup"),
+];
+
+/// Size bounds on what clients send.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// A load's whole body.
+    pub max_body_bytes: usize,
+    /// One NDJSON line of an ingest stream; a longer line is rejected, not the stream.
+    pub max_line_bytes: usize,
+    /// Lines per ingest send (what has arrived is sent at once, up to this many).
+    pub batch_lines: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 64 << 20,
+            max_line_bytes: 1 << 20,
+            batch_lines: 10_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Every graph is a folder directly under this directory.
+    pub root: PathBuf,
+    /// `None`: no authentication (for loopback use).
+    pub tokens: Option<Tokens>,
+    /// Allow `POST /graphs/{id}` to create graphs.
+    pub allow_init: bool,
+    pub limits: Limits,
+}
+
+pub struct AppState {
+    config: ServerConfig,
+    graphs: Mutex<HashMap<String, Arc<Graph>>>,
+    /// (graph, branch) pairs whose background folder runs.
+    folders: Mutex<HashSet<(String, String)>>,
+    metrics: metrics::Metrics,
+}
+
+impl AppState {
+    pub fn new(config: ServerConfig) -> Arc<AppState> {
+        Arc::new(AppState {
+            config,
+            graphs: Mutex::new(HashMap::new()),
+            folders: Mutex::new(HashSet::new()),
+            metrics: metrics::Metrics::default(),
+        })
+    }
+
+    fn authorize(
+        &self,
+        headers: &HeaderMap,
+        scope: Scope,
+        graph: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(tokens) = &self.config.tokens else {
+            return Ok(());
+        };
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        tokens.check(token, scope, graph)
+    }
+
+    fn path_of(&self, id: &str) -> Result<String, ApiError> {
+        let valid = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            && !id.starts_with('.');
+        if !valid {
+            return Err(ApiError::invalid(format!(
+                "`{id}` is not a graph id (letters, digits, `-`, `_`, `.`; not starting with `.`)"
+            )));
+        }
+        Ok(self.config.root.join(id).to_string_lossy().into_owned())
+    }
+
+    /// The open graph `id`, opened at its first use.
+    async fn graph(&self, id: &str) -> Result<Arc<Graph>, ApiError> {
+        let path = self.path_of(id)?;
+        let mut graphs = self.graphs.lock().await;
+        if let Some(graph) = graphs.get(id) {
+            return Ok(graph.clone());
+        }
+        if !std::path::Path::new(&path)
+            .join("__manifest.lance")
+            .exists()
+        {
+            return Err(ApiError::not_found(format!("no graph `{id}`")));
+        }
+        let graph = Arc::new(Graph::open(&path).await?);
+        graphs.insert(id.to_owned(), graph.clone());
+        Ok(graph)
+    }
+
+    async fn create_graph(&self, id: &str, schema: &str) -> Result<Arc<Graph>, ApiError> {
+        let path = self.path_of(id)?;
+        let mut graphs = self.graphs.lock().await;
+        let graph = Arc::new(Graph::init(&path, schema).await?);
+        graphs.insert(id.to_owned(), graph.clone());
+        Ok(graph)
+    }
+
+    /// Folds publish what ingests acknowledge: one background folder per graph and branch,
+    /// started at its first ingest (folds run on `main` only).
+    async fn ensure_folder(&self, id: &str, graph: &Arc<Graph>, branch: &str) {
+        if branch != tributary::MAIN_BRANCH {
+            return;
+        }
+        let mut folders = self.folders.lock().await;
+        if folders.insert((id.to_owned(), branch.to_owned())) {
+            if let Err(error) = graph.start_folder(branch).await {
+                tracing::warn!(%error, graph = id, "could not start the background folder");
+                folders.remove(&(id.to_owned(), branch.to_owned()));
+            }
+        }
+    }
+
+    async fn render_metrics(&self) -> String {
+        let graphs: Vec<(String, Arc<Graph>)> = self
+            .graphs
+            .lock()
+            .await
+            .iter()
+            .map(|(id, g)| (id.clone(), g.clone()))
+            .collect();
+        let mut gauges = Vec::new();
+        for (id, graph) in graphs {
+            let Ok(status) = graph.ingest_status(tributary::MAIN_BRANCH).await else {
+                continue;
+            };
+            gauges.push(metrics::GraphGauges {
+                graph: id,
+                pending_rows: status.tables.iter().map(|t| t.pending_rows).sum(),
+                pending_bytes: status.tables.iter().map(|t| t.pending_bytes).sum(),
+                fold_lag: status
+                    .tables
+                    .iter()
+                    .filter_map(|t| t.oldest_pending_age)
+                    .max(),
+            });
+        }
+        self.metrics.render(&gauges)
+    }
+
+    /// Stop the background folders and flush every writer (on shutdown).
+    pub async fn close(&self) {
+        let graphs: Vec<Arc<Graph>> = self.graphs.lock().await.values().cloned().collect();
+        for graph in graphs {
+            graph.stop_folder().await;
+            if let Err(error) = graph.close().await {
+                tracing::warn!(%error, "could not close a graph cleanly");
+            }
+        }
+    }
+}
+
+/// The router over `state`.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(routes::healthz))
+        .route("/metrics", get(routes::metrics))
+        .route("/graphs/{id}", post(routes::create_graph))
+        .route("/graphs/{id}/load", post(routes::load))
+        .route("/graphs/{id}/ingest", post(ingest::ingest))
+        .route("/graphs/{id}/ingest/status", get(routes::status))
+        .route("/graphs/{id}/ingest/fold", post(routes::fold))
+        .route("/graphs/{id}/rejects", get(routes::rejects))
+        .route("/graphs/{id}/types/{type}", get(routes::read))
+        .route("/graphs/{id}/types/{type}/{key}", get(routes::get_one))
+        .route(
+            "/graphs/{id}/neighbors/{type}/{key}",
+            get(routes::neighbors),
+        )
+        .route("/graphs/{id}/search/{type}", get(routes::search))
+        .route("/graphs/{id}/commits", get(routes::commits))
+        .route("/graphs/{id}/schema", get(routes::schema))
+        .route("/graphs/{id}/cleanup", post(routes::cleanup))
+        .fallback(not_found)
+        // The load body bound is enforced (with a 413 naming it) by the load handler.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(state.clone(), count_status))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such endpoint (see openapi.json)")
+}
+
+async fn count_status(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let response = next.run(request).await;
+    state.metrics.responded(response.status().as_u16());
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED {
+        return axum::response::IntoResponse::into_response(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_input",
+            "method not allowed on this endpoint (see openapi.json)",
+        ));
+    }
+    response
+}
+
+/// Serve until `shutdown` resolves, then stop folders and flush writers.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    state.close().await;
+    Ok(())
+}

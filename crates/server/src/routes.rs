@@ -1,0 +1,418 @@
+//! Every other endpoint: load, reads, search, commits, schema, status, fold, rejects,
+//! cleanup, graph creation.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use tributary::{
+    At, Direction, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery, View,
+    MAIN_BRANCH,
+};
+
+use crate::auth::Scope;
+use crate::error::ApiError;
+use crate::AppState;
+
+/// Media type of an Arrow IPC stream: what the remote CLI asks for, so it prints exactly
+/// what an embedded read prints.
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+fn main_branch() -> String {
+    MAIN_BRANCH.to_owned()
+}
+
+/// Where a read starts: `commit` wins over `branch`. (Each query struct spells these
+/// fields out: `serde(flatten)` would read `fresh=true` as a string, not a bool.)
+fn at_of(branch: &str, commit: &Option<String>) -> At {
+    match commit {
+        Some(commit) => At::Commit(commit.clone()),
+        None => At::Branch(branch.to_owned()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AtParams {
+    #[serde(default = "main_branch")]
+    branch: String,
+    commit: Option<String>,
+    #[serde(default)]
+    fresh: bool,
+}
+
+impl AtParams {
+    fn at(&self) -> At {
+        at_of(&self.branch, &self.commit)
+    }
+
+    fn view(&self) -> View {
+        View {
+            at: self.at(),
+            fresh: self.fresh,
+        }
+    }
+}
+
+/// Rows as a JSON array of objects, or as an Arrow IPC stream when asked for.
+fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> {
+    let wants_arrow = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains(ARROW_STREAM));
+    let internal = |e: &dyn std::fmt::Display| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+    };
+    let mut bytes = Vec::new();
+    let content_type = if wants_arrow {
+        let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema())
+            .map_err(|e| internal(&e))?;
+        writer.write(batch).map_err(|e| internal(&e))?;
+        writer.finish().map_err(|e| internal(&e))?;
+        ARROW_STREAM
+    } else {
+        let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
+        writer.write(batch).map_err(|e| internal(&e))?;
+        writer.finish().map_err(|e| internal(&e))?;
+        if bytes.is_empty() {
+            bytes.extend_from_slice(b"[]");
+        }
+        "application/json"
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], Body::from(bytes)).into_response())
+}
+
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+pub async fn metrics(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, None)?;
+    let text = state.render_metrics().await;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}
+
+/// `POST /graphs/{id}` with the schema as the body (only with `serve --init`).
+pub async fn create_graph(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Write, Some(&id))?;
+    if !state.config.allow_init {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "creating graphs over the API is off; start the server with --init",
+        ));
+    }
+    let schema = text_body(&body)?;
+    let graph = state.create_graph(&id, schema).await?;
+    let head = graph.snapshot(&At::default()).await?;
+    let created = serde_json::json!({
+        "graph": id,
+        "types": graph.catalog().types.len(),
+        "commit": head.id,
+    });
+    Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+fn text_body(body: &[u8]) -> Result<&str, ApiError> {
+    std::str::from_utf8(body).map_err(|e| ApiError::invalid(format!("the body is not UTF-8: {e}")))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct LoadParams {
+    #[serde(default = "main_branch")]
+    branch: String,
+    /// `upsert` (default) or `insert`.
+    mode: Option<String>,
+}
+
+pub async fn load(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<LoadParams>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Write, Some(&id))?;
+    let limit = state.config.limits.max_body_bytes;
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))?;
+    let mode = match params.mode.as_deref() {
+        None | Some("upsert") => LoadMode::Upsert,
+        Some("insert") => LoadMode::Insert,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "mode must be `upsert` or `insert`, not `{other}`"
+            )))
+        }
+    };
+    let graph = state.graph(&id).await?;
+    let options = LoadOptions {
+        branch: params.branch,
+        mode,
+        actor: "tributary:server".to_owned(),
+    };
+    let outcome = graph.load(text_body(&bytes)?, &options).await?;
+    Ok(Json(outcome).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ReadParams {
+    filter: Option<String>,
+    /// Comma-separated columns.
+    select: Option<String>,
+    limit: Option<usize>,
+    #[serde(default = "main_branch")]
+    branch: String,
+    commit: Option<String>,
+    #[serde(default)]
+    fresh: bool,
+}
+
+pub async fn read(
+    State(state): State<Arc<AppState>>,
+    Path((id, type_name)): Path<(String, String)>,
+    Query(params): Query<ReadParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    let options = ReadOptions {
+        at: at_of(&params.branch, &params.commit),
+        filter: params.filter,
+        select: params
+            .select
+            .map(|s| s.split(',').map(|c| c.trim().to_owned()).collect()),
+        limit: params.limit,
+        fresh: params.fresh,
+    };
+    rows(&headers, &graph.read(&type_name, &options).await?)
+}
+
+pub async fn get_one(
+    State(state): State<Arc<AppState>>,
+    Path((id, type_name, key)): Path<(String, String, String)>,
+    Query(params): Query<AtParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    match graph.get(&type_name, &key, params.view()).await? {
+        Some(batch) => rows(&headers, &batch),
+        None => Err(ApiError::not_found(format!(
+            "{type_name} `{key}` not found"
+        ))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NeighborParams {
+    edge: String,
+    /// `out` (default) or `in`.
+    direction: Option<String>,
+    #[serde(default = "main_branch")]
+    branch: String,
+    commit: Option<String>,
+    #[serde(default)]
+    fresh: bool,
+}
+
+pub async fn neighbors(
+    State(state): State<Arc<AppState>>,
+    Path((id, type_name, key)): Path<(String, String, String)>,
+    Query(params): Query<NeighborParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let direction = match params.direction.as_deref() {
+        None | Some("out") => Direction::Out,
+        Some("in") => Direction::In,
+        Some(other) => {
+            return Err(ApiError::invalid(format!(
+                "direction must be `out` or `in`, not `{other}`"
+            )))
+        }
+    };
+    let view = View {
+        at: at_of(&params.branch, &params.commit),
+        fresh: params.fresh,
+    };
+    let graph = state.graph(&id).await?;
+    let batch = graph
+        .neighbors(&type_name, &key, &params.edge, direction, view)
+        .await?;
+    rows(&headers, &batch)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SearchParams {
+    text: Option<String>,
+    /// A JSON array of numbers.
+    nearest: Option<String>,
+    #[serde(default = "default_k")]
+    k: usize,
+    #[serde(default = "main_branch")]
+    branch: String,
+    commit: Option<String>,
+    #[serde(default)]
+    fresh: bool,
+}
+
+fn default_k() -> usize {
+    10
+}
+
+pub async fn search(
+    State(state): State<Arc<AppState>>,
+    Path((id, type_name)): Path<(String, String)>,
+    Query(params): Query<SearchParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let query = match (params.text, params.nearest) {
+        (Some(text), None) => SearchQuery::Text(text),
+        (None, Some(vector)) => {
+            SearchQuery::Nearest(serde_json::from_str(&vector).map_err(|e| {
+                ApiError::invalid(format!("nearest must be a JSON array of numbers: {e}"))
+            })?)
+        }
+        _ => {
+            return Err(ApiError::invalid(
+                "give exactly one of `text` and `nearest`",
+            ))
+        }
+    };
+    let view = View {
+        at: at_of(&params.branch, &params.commit),
+        fresh: params.fresh,
+    };
+    let graph = state.graph(&id).await?;
+    let batch = graph.search(&type_name, &query, params.k, view).await?;
+    rows(&headers, &batch)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CommitsParams {
+    #[serde(default = "main_branch")]
+    branch: String,
+    #[serde(default = "default_commits")]
+    limit: usize,
+}
+
+fn default_commits() -> usize {
+    50
+}
+
+pub async fn commits(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<CommitsParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    Ok(Json(graph.log(&params.branch, params.limit).await?).into_response())
+}
+
+pub async fn schema(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    let source = graph.schema_source().to_owned();
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        source,
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct BranchParams {
+    #[serde(default = "main_branch")]
+    branch: String,
+    #[serde(default)]
+    halt: bool,
+}
+
+pub async fn status(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<BranchParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    Ok(Json(graph.ingest_status(&params.branch).await?).into_response())
+}
+
+pub async fn fold(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<BranchParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Write, Some(&id))?;
+    let graph: Arc<Graph> = state.graph(&id).await?;
+    let started = Instant::now();
+    let outcome = if params.halt {
+        graph
+            .fold_with_policy(&params.branch, RejectPolicy::Halt)
+            .await?
+    } else {
+        graph.fold(&params.branch).await?
+    };
+    state.metrics.folded(started.elapsed());
+    Ok(Json(outcome).into_response())
+}
+
+pub async fn rejects(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<AtParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    rows(&headers, &graph.rejects(&params.at()).await?)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CleanupParams {
+    /// Remove unpinned versions older than this many seconds (default 7 days).
+    #[serde(default = "week")]
+    older_than_s: u64,
+}
+
+fn week() -> u64 {
+    7 * 24 * 3600
+}
+
+pub async fn cleanup(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(params): Query<CleanupParams>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Write, Some(&id))?;
+    let graph = state.graph(&id).await?;
+    let report = graph
+        .cleanup(Duration::from_secs(params.older_than_s))
+        .await?;
+    Ok(Json(report).into_response())
+}

@@ -1,0 +1,535 @@
+//! The HTTP server with a real client on loopback: routes vs the OpenAPI document, streamed
+//! acknowledgements, disconnects, auth, limits, and a bounded load test.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::response::IntoResponse;
+use futures::channel::mpsc;
+use futures::{SinkExt, StreamExt};
+use reqwest::StatusCode;
+use serde_json::Value;
+use tributary::Graph;
+use tributary_server::{AppState, Limits, ServerConfig, Tokens, OPENAPI, ROUTES};
+use tributary_tests::{ndjson, person, SCHEMA};
+
+struct Server {
+    _dir: tempfile::TempDir,
+    base: String,
+    client: reqwest::Client,
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+/// A server over a new root holding one graph, `g`.
+async fn start(tokens: Option<&str>, limits: Limits) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    Graph::init(&root.join("g").to_string_lossy(), SCHEMA)
+        .await
+        .unwrap();
+    let config = ServerConfig {
+        root,
+        tokens: tokens.map(|t| Tokens::parse(t).unwrap()),
+        allow_init: true,
+        limits,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state = AppState::new(config);
+    tokio::spawn(tributary_server::serve(
+        listener,
+        state,
+        std::future::pending(),
+    ));
+    Server {
+        _dir: dir,
+        base,
+        client: reqwest::Client::new(),
+    }
+}
+
+/// A streaming request body fed by the returned sender.
+fn streamed_body() -> (mpsc::Sender<Result<Vec<u8>, std::io::Error>>, reqwest::Body) {
+    let (sender, receiver) = mpsc::channel(16);
+    (sender, reqwest::Body::wrap_stream(receiver))
+}
+
+/// Reads NDJSON records off a streaming response.
+struct Records {
+    stream: futures::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    buffer: Vec<u8>,
+}
+
+impl Records {
+    fn new(response: reqwest::Response) -> Records {
+        Records {
+            stream: response.bytes_stream().boxed(),
+            buffer: Vec::new(),
+        }
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            match tokio::time::timeout(Duration::from_secs(30), self.stream.next()).await {
+                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
+                Ok(_) => return None,
+                Err(_) => panic!("no record within 30 s"),
+            }
+        }
+    }
+}
+
+async fn fresh_ids(server: &Server) -> BTreeSet<String> {
+    let rows: Value = server
+        .client
+        .get(server.url("/graphs/g/types/Person?fresh=true&select=id"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_router_serves_exactly_the_documented_routes() {
+    let openapi: Value = serde_json::from_str(OPENAPI).unwrap();
+    let mut documented = BTreeSet::new();
+    for (path, item) in openapi["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            documented.insert((method.to_uppercase(), path.clone()));
+        }
+    }
+    let routed: BTreeSet<(String, String)> = ROUTES
+        .iter()
+        .map(|(m, p)| (m.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(documented, routed);
+
+    // Every route is answered by its handler, not the fallback.
+    let server = start(None, Limits::default()).await;
+    for (method, path) in ROUTES {
+        let concrete = path
+            .replace("{id}", "nope")
+            .replace("{type}", "Person")
+            .replace("{key}", "k");
+        let request = match *method {
+            "GET" => server.client.get(server.url(&concrete)),
+            _ => server.client.post(server.url(&concrete)),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let body = response.text().await.unwrap();
+        assert!(
+            !body.contains("no such endpoint"),
+            "{method} {path} fell through to the fallback: {status} {body}"
+        );
+    }
+    let missing = server
+        .client
+        .get(server.url("/nothing"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let health = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn acknowledgements_stream_back_before_the_body_ends() {
+    let server = start(None, Limits::default()).await;
+    let (mut body, request_body) = streamed_body();
+    let request = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(request_body)
+        .send();
+    let line = |name: &str, age: i32| format!("{}\n", person(name, age)).into_bytes();
+    body.send(Ok(line("ada", 36))).await.unwrap();
+    let response = request.await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut records = Records::new(response);
+    let first = records.next().await.unwrap();
+    assert_eq!(first["acked"], 1);
+    assert_eq!(first["through_line"], 1);
+    // The body is still open: the next line is acknowledged on its own.
+    body.send(Ok(
+        b"{\"type\":\"Person\",\"data\":{\"name\":\"bad\",\"age\":900}}\n".to_vec(),
+    ))
+    .await
+    .unwrap();
+    let second = records.next().await.unwrap();
+    assert_eq!(second["through_line"], 2);
+    assert_eq!(second["rows"], 0);
+    assert_eq!(second["rejected"][0]["line"], 2);
+    body.send(Ok(b"not json\n".to_vec())).await.unwrap();
+    body.send(Ok(line("alan", 41))).await.unwrap();
+    drop(body);
+    let mut last = Value::Null;
+    while let Some(record) = records.next().await {
+        last = record;
+    }
+    assert_eq!(last["summary"], true);
+    assert_eq!(last["acked"], 2);
+    assert_eq!(last["rejected"], 2);
+    assert_eq!(last["through_line"], 4);
+    assert_eq!(
+        fresh_ids(&server).await,
+        BTreeSet::from(["ada".to_owned(), "alan".to_owned()])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_reading_only_at_the_end_gets_the_same_records() {
+    let server = start(None, Limits::default()).await;
+    let text = ndjson(&[person("a", 1), person("b", 2), person("c", 900)]);
+    let response = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    let records: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let acked: u64 = records
+        .iter()
+        .filter(|r| r.get("summary").is_none())
+        .map(|r| r["rows"].as_u64().unwrap())
+        .sum();
+    assert_eq!(acked, 2);
+    let summary = records.last().unwrap();
+    assert_eq!(summary["summary"], true);
+    assert_eq!(summary["through_line"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_disconnect_mid_stream_loses_no_acked_row_and_writes_no_half_line() {
+    let server = start(None, Limits::default()).await;
+    let (mut body, request_body) = streamed_body();
+    let request = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(request_body)
+        .send();
+    body.send(Ok(
+        ndjson(&[person("kept1", 1), person("kept2", 2)]).into_bytes()
+    ))
+    .await
+    .unwrap();
+    body.send(Ok(b"\n".to_vec())).await.unwrap();
+    let response = request.await.unwrap();
+    let mut records = Records::new(response);
+    let mut through = 0;
+    while through < 3 {
+        through = records.next().await.unwrap()["through_line"]
+            .as_u64()
+            .unwrap();
+    }
+    // Half a line, then the client goes away.
+    body.send(Ok(
+        b"{\"type\":\"Person\",\"data\":{\"name\":\"half\"".to_vec()
+    ))
+    .await
+    .unwrap();
+    body.send(Err(std::io::Error::other("client gone")))
+        .await
+        .unwrap();
+    drop(records);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let ids = fresh_ids(&server).await;
+    assert!(ids.contains("kept1") && ids.contains("kept2"), "{ids:?}");
+    assert!(!ids.contains("half"), "{ids:?}");
+    // And the fold publishes exactly the acknowledged rows.
+    let fold: Value = server
+        .client
+        .post(server.url("/graphs/g/ingest/fold"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(fold["rows"]["Person"], 2, "{fold}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tokens_scope_reads_and_writes() {
+    let tokens = "# token scope graph\nw1 write g\nr1 read *\n";
+    let server = start(Some(tokens), Limits::default()).await;
+    let load = |token: Option<&str>| {
+        let mut request = server
+            .client
+            .post(server.url("/graphs/g/load"))
+            .body(ndjson(&[tributary_tests::company("acme")]));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    assert_eq!(load(None).await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    let wrong = load(Some("nope")).await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(wrong.headers().contains_key("www-authenticate"));
+    assert_eq!(
+        load(Some("r1")).await.unwrap().status(),
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(load(Some("w1")).await.unwrap().status(), StatusCode::OK);
+    let read = |token: &'static str| {
+        server
+            .client
+            .get(server.url("/graphs/g/types/Company"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(read("r1").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        read("w1").await.unwrap().status(),
+        StatusCode::OK,
+        "write implies read"
+    );
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), StatusCode::UNAUTHORIZED);
+    let health = server
+        .client
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    let error = Tokens::parse("secret-token admin *").unwrap_err();
+    assert!(
+        error.contains("line 1") && !error.contains("secret-token"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bodies_and_lines_are_bounded() {
+    let limits = Limits {
+        max_body_bytes: 1_000,
+        max_line_bytes: 200,
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    let big: Vec<String> = (0..50).map(|i| person(&format!("p{i}"), 1)).collect();
+    let response = server
+        .client
+        .post(server.url("/graphs/g/load"))
+        .body(ndjson(&big))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("1000 bytes"),
+        "{body}"
+    );
+
+    let long = format!(
+        r#"{{"type":"Person","data":{{"name":"{}","age":1}}}}"#,
+        "x".repeat(300)
+    );
+    let text = ndjson(&[person("short", 1), long, person("after", 2)]);
+    let response = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    let records: Vec<Value> = body
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rejected: Vec<&Value> = records
+        .iter()
+        .filter_map(|r| r["rejected"].as_array())
+        .flatten()
+        .collect();
+    assert_eq!(rejected.len(), 1, "{body}");
+    assert_eq!(rejected[0]["line"], 2);
+    assert!(rejected[0]["error"].as_str().unwrap().contains("200 bytes"));
+    assert_eq!(records.last().unwrap()["acked"], 2);
+
+    let wrong_type = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong_type.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+#[tokio::test]
+async fn backpressure_is_a_503_with_retry_after() {
+    let error = tributary::Error::MemWal {
+        source: tributary_memwal_adapter::Error::Backpressure {
+            table: "nodes/Person.lance".into(),
+            message: "over the bound".into(),
+        },
+    };
+    let response = tributary_server::ApiError::from(error).into_response();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_search_commits_and_metrics_over_http() {
+    let server = start(None, Limits::default()).await;
+    let load: Value = server
+        .client
+        .post(server.url("/graphs/g/load"))
+        .body(ndjson(&[person("ada", 36), person("alan", 41)]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(load["rows"]["Person"], 2);
+    let row: Value = server
+        .client
+        .get(server.url("/graphs/g/types/Person/ada"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(row[0]["age"], 36);
+    let missing = server
+        .client
+        .get(server.url("/graphs/g/types/Person/zed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let bad = server
+        .client
+        .get(server.url("/graphs/g/types/Person?filter=nope%20%3D%201"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let commits: Value = server
+        .client
+        .get(server.url("/graphs/g/commits"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(commits.as_array().unwrap().len(), 2, "init and load");
+    let metrics = server
+        .client
+        .get(server.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "tributary_ingest_ack_seconds_bucket",
+        "tributary_ingest_acked_rows_total",
+        "tributary_pending_rows{graph=\"g\"}",
+        "tributary_fold_lag_seconds",
+        "tributary_http_responses_total{status=\"200\"}",
+    ] {
+        assert!(metrics.contains(name), "metrics lack {name}:\n{metrics}");
+    }
+}
+
+/// A bounded load test: 16 connections, 2,000 small ingest requests; zero errors, zero
+/// lost rows. The rate is printed (timing is for the bench notes, not asserted).
+#[tokio::test(flavor = "multi_thread")]
+async fn sixteen_connections_two_thousand_requests_lose_nothing() {
+    const CONNECTIONS: usize = 16;
+    const REQUESTS: usize = 125;
+    let server = Arc::new(start(None, Limits::default()).await);
+    let started = Instant::now();
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|c| {
+            let server = server.clone();
+            tokio::spawn(async move {
+                let mut acked = 0u64;
+                for r in 0..REQUESTS {
+                    let text = ndjson(&[
+                        person(&format!("c{c}-r{r}-a"), 1),
+                        person(&format!("c{c}-r{r}-b"), 2),
+                    ]);
+                    let response = server
+                        .client
+                        .post(server.url("/graphs/g/ingest"))
+                        .header("content-type", "application/x-ndjson")
+                        .body(text)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status(), StatusCode::OK);
+                    let body = response.text().await.unwrap();
+                    let summary: Value =
+                        serde_json::from_str(body.lines().last().unwrap()).unwrap();
+                    assert!(summary.get("error").is_none(), "{body}");
+                    acked += summary["acked"].as_u64().unwrap();
+                }
+                acked
+            })
+        })
+        .collect();
+    let mut acked = 0;
+    for worker in workers {
+        acked += worker.await.unwrap();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let requests = CONNECTIONS * REQUESTS;
+    eprintln!(
+        "load test: {requests} requests over {CONNECTIONS} connections in {elapsed:.2}s = {:.0} requests/s",
+        requests as f64 / elapsed
+    );
+    assert_eq!(acked as usize, requests * 2);
+    assert_eq!(
+        fresh_ids(&server).await.len(),
+        requests * 2,
+        "no acknowledged row lost"
+    );
+}

@@ -64,18 +64,27 @@ async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measure
         .send(1, &ndjson(&[person("warm", 1)]))
         .await
         .expect("warm");
+    // Like the raw scenario's batches, the producers' texts exist before timing starts.
+    let texts = |p: usize| -> Vec<String> {
+        (0..sends)
+            .map(|s| {
+                let lines: Vec<String> = (0..rows)
+                    .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
+                    .collect();
+                ndjson(&lines)
+            })
+            .collect()
+    };
+    let texts: Vec<Vec<String>> = (0..producers).map(texts).collect();
     let started = Instant::now();
-    let tasks: Vec<_> = (0..producers)
-        .map(|p| {
+    let tasks: Vec<_> = texts
+        .into_iter()
+        .map(|texts| {
             let graph = graph.clone();
             tokio::spawn(async move {
                 let ingest = graph.ingest("main").expect("ingest");
                 let mut latencies = Vec::with_capacity(sends);
-                for s in 0..sends {
-                    let lines: Vec<String> = (0..rows)
-                        .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
-                        .collect();
-                    let text = ndjson(&lines);
+                for text in texts {
                     let t = Instant::now();
                     let ack = ingest.send(1, &text).await.expect("send");
                     assert_eq!(ack.durable_rows as usize, rows);

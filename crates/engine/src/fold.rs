@@ -160,7 +160,7 @@ impl Graph {
         }
         let oldest = self.folding.take_oldest();
         let result: Result<FoldOutcome> = async {
-            for writer in self.warm_writers(branch).await {
+            for writer in self.warm_writers(branch) {
                 writer.freeze().await.map_err(Error::from_memwal)?;
             }
             let mut total = FoldOutcome::default();
@@ -284,7 +284,7 @@ impl Graph {
         let mut oldest_flush: Option<SystemTime> = None;
         for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            if let Some(writer) = self.warm_writer(&path, branch).await {
+            if let Some(writer) = self.warm_writer(&path, branch) {
                 bytes += writer.unflushed_bytes() as u64;
             }
             let Some(state) = table_state(&self.store, &path)

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use ingest_core::{Decoder, LineError, TypeBatch};
 use lance::index::DatasetIndexExt;
-use tributary_memwal_adapter::{enroll, Sharding, TableWriter};
+use tributary_memwal_adapter::{enroll, is_enrolled, Sharding, TableWriter};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, MAIN_BRANCH};
@@ -33,10 +33,27 @@ pub struct Ingestor<'g> {
     branch: String,
 }
 
-/// The warm writers of a graph, per (table, branch).
+/// The warm writers of a graph, per (table, branch). Every send looks its writer up, so the
+/// lookup is a plain read lock that never waits on the scheduler; opening a writer (enrolment,
+/// replay) is serialised on its own async lock so only cold sends queue behind it.
 #[derive(Default)]
 pub(crate) struct Writers {
-    tables: tokio::sync::Mutex<HashMap<(String, String), Arc<TableWriter>>>,
+    warm: std::sync::RwLock<HashMap<(String, String), Arc<TableWriter>>>,
+    opening: tokio::sync::Mutex<()>,
+}
+
+impl Writers {
+    fn get(&self, key: &(String, String)) -> Option<Arc<TableWriter>> {
+        self.warm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    fn map(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, String), Arc<TableWriter>>> {
+        self.warm.write().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Graph {
@@ -59,9 +76,12 @@ impl Graph {
         let ty = self.type_def(type_name)?;
         let path = ty.table_path();
         let key = (path.clone(), branch.to_owned());
-        let mut tables = self.writers.tables.lock().await;
-        if let Some(writer) = tables.get(&key) {
-            return Ok(writer.clone());
+        if let Some(writer) = self.writers.get(&key) {
+            return Ok(writer);
+        }
+        let _opening = self.writers.opening.lock().await;
+        if let Some(writer) = self.writers.get(&key) {
+            return Ok(writer);
         }
         let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
             Some(n) if n > 1 => Sharding::Buckets(n),
@@ -87,18 +107,19 @@ impl Graph {
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
             self.folding.acknowledged();
         }
-        tables.insert(key, writer.clone());
+        self.writers.map().insert(key, writer.clone());
         Ok(writer)
     }
 }
 
 impl Graph {
-    /// Give a table its derived indexes before its writers open, and name the ones the
+    /// Give a table its derived indexes before it is enrolled, and name the ones the
     /// MemWAL should maintain: the `@index` fields' (the key's is maintained implicitly;
     /// `src`/`dst` serve snapshot joins only). Fresh search is then indexed from the first
     /// row, and fresh vector search, which reads only indexed base rows, misses nothing.
-    /// Indexes are derived state: a failure is logged, and the table is enrolled without
-    /// the indexes that are missing.
+    /// An enrolled table keeps what it was enrolled with (folds keep its indexes current),
+    /// so nothing is done for it. Indexes are derived state: a failure is logged, and the
+    /// table is enrolled without the indexes that are missing.
     async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {
         let path = ty.table_path();
         let mut dataset = match self.store.open_dataset(&path, None).await {
@@ -108,6 +129,9 @@ impl Graph {
                 return Vec::new();
             }
         };
+        if is_enrolled(&dataset).await.unwrap_or(false) {
+            return Vec::new();
+        }
         let specs = tributary_fold::index_specs(ty);
         if let Err(error) =
             tributary_fold::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
@@ -243,14 +267,8 @@ impl Graph {
     /// Close every warm writer: flush the WAL and memtables to generations, so other
     /// processes (and folds) see everything acknowledged. Later sends re-open writers.
     pub async fn close_writers(&self) -> Result<()> {
-        let writers: Vec<Arc<TableWriter>> = self
-            .writers
-            .tables
-            .lock()
-            .await
-            .drain()
-            .map(|(_, w)| w)
-            .collect();
+        let _opening = self.writers.opening.lock().await;
+        let writers: Vec<Arc<TableWriter>> = self.writers.map().drain().map(|(_, w)| w).collect();
         for writer in writers {
             match Arc::try_unwrap(writer) {
                 Ok(writer) => writer.close().await.map_err(Error::from_memwal)?,
@@ -262,11 +280,11 @@ impl Graph {
     }
 
     /// The warm writers of every table on `branch` (for the fold's cut).
-    pub(crate) async fn warm_writers(&self, branch: &str) -> Vec<Arc<TableWriter>> {
+    pub(crate) fn warm_writers(&self, branch: &str) -> Vec<Arc<TableWriter>> {
         self.writers
-            .tables
-            .lock()
-            .await
+            .warm
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|((_, b), _)| b == branch)
             .map(|(_, w)| w.clone())
@@ -274,12 +292,7 @@ impl Graph {
     }
 
     /// The warm writer of a table, if this process has one (for fresh reads and status).
-    pub(crate) async fn warm_writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
-        self.writers
-            .tables
-            .lock()
-            .await
-            .get(&(path.to_owned(), branch.to_owned()))
-            .cloned()
+    pub(crate) fn warm_writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
+        self.writers.get(&(path.to_owned(), branch.to_owned()))
     }
 }

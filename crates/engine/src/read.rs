@@ -252,7 +252,7 @@ impl Graph {
     ) -> Result<OpenTable> {
         let base = self.open_table(snapshot, ty).await?;
         let writer = if view.fresh {
-            self.warm_writer(&ty.table_path(), &snapshot.branch).await
+            self.warm_writer(&ty.table_path(), &snapshot.branch)
         } else {
             None
         };

@@ -85,7 +85,7 @@ impl Graph {
                     folded_through: shard.compacted_through,
                 });
             }
-            if let Some(writer) = self.warm_writer(&path, branch).await {
+            if let Some(writer) = self.warm_writer(&path, branch) {
                 status.unflushed_rows =
                     writer.unflushed_rows().await.map_err(Error::from_memwal)?;
                 status.unflushed_bytes = writer.unflushed_bytes() as u64;

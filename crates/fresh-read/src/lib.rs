@@ -5,6 +5,7 @@
 //! search over every tier) for the fresh one.
 
 mod error;
+mod plan;
 mod search;
 
 use arrow_array::RecordBatch;
@@ -17,6 +18,7 @@ pub use error::{Error, Result};
 pub use search::Search;
 
 use error::MemWalSnafu;
+use plan::Plan;
 
 /// What a scan asks for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -82,46 +84,29 @@ impl<'a> TableReader<'a> {
     /// point-lookup path in both tiers (the key's BTree at the snapshot; newest generation
     /// first, bloom filters, then the base, when fresh).
     pub async fn scan(&self, query: &Query<'_>) -> Result<RecordBatch> {
-        match self.tier {
-            Tier::Snapshot => {
-                let mut scanner = self.base.scan();
-                if let Some(columns) = query.select {
-                    scanner.project(columns).map_err(self.invalid("select"))?;
-                }
-                if let Some(filter) = query.filter {
-                    scanner.filter(filter).map_err(self.invalid("filter"))?;
-                }
-                if let Some(limit) = query.limit {
-                    scanner
-                        .limit(Some(limit as i64), None)
-                        .map_err(self.invalid("limit"))?;
-                }
-                scanner
-                    .try_into_batch()
-                    .await
-                    .map_err(self.execution(query.filter))
-            }
-            Tier::Fresh { writer } => {
-                let mut scanner = fresh_scanner(self.base.clone(), writer)
-                    .await
-                    .context(MemWalSnafu)?;
-                if let Some(columns) = query.select {
-                    scanner = scanner.project(columns).map_err(self.invalid("select"))?;
-                }
-                if let Some(filter) = query.filter {
-                    scanner = scanner.filter(filter).map_err(self.invalid("filter"))?;
-                }
-                if let Some(limit) = query.limit {
-                    scanner = scanner
-                        .limit(Some(limit as i64), None)
-                        .map_err(self.invalid("limit"))?;
-                }
-                scanner
-                    .try_into_batch()
-                    .await
-                    .map_err(self.execution(query.filter))
-            }
+        let mut plan = self.plan().await?;
+        if let Some(columns) = query.select {
+            plan = plan.project(columns).map_err(self.invalid("select"))?;
         }
+        if let Some(filter) = query.filter {
+            plan = plan.filter(filter).map_err(self.invalid("filter"))?;
+        }
+        if let Some(limit) = query.limit {
+            plan = plan.limit(limit).map_err(self.invalid("limit"))?;
+        }
+        plan.run().await.map_err(self.execution(query.filter))
+    }
+
+    /// A read of this table through its tier, to configure.
+    pub(crate) async fn plan(&self) -> Result<Plan> {
+        Ok(match self.tier {
+            Tier::Snapshot => Plan::Snapshot(Box::new(self.base.scan())),
+            Tier::Fresh { writer } => Plan::Fresh(Box::new(
+                fresh_scanner(self.base.clone(), writer)
+                    .await
+                    .context(MemWalSnafu)?,
+            )),
+        })
     }
 
     /// Rows whose `column` is one of `keys`, in chunks of one `IN (…)` filter each.

@@ -3,11 +3,9 @@
 
 use arrow_array::{Float32Array, RecordBatch};
 use lance_index::scalar::FullTextSearchQuery;
-use snafu::ResultExt;
-use tributary_memwal_adapter::fresh_scanner;
 
-use crate::error::{MemWalSnafu, Result};
-use crate::{TableReader, Tier};
+use crate::error::Result;
+use crate::TableReader;
 
 /// Fresh searches fetch this many times `k` candidates per tier, so rows shadowed by a
 /// newer write of their key do not leave fewer than `k` results.
@@ -29,49 +27,18 @@ pub enum Search<'a> {
 impl TableReader<'_> {
     /// The best `k` rows for `search`, best first.
     pub async fn search(&self, search: &Search<'_>, k: usize) -> Result<RecordBatch> {
-        match self.tier {
-            Tier::Snapshot => {
-                let mut scanner = self.base.scan();
-                match *search {
-                    Search::Text { columns, text } => {
-                        scanner
-                            .full_text_search(self.text_query(columns, text)?)
-                            .map_err(self.invalid("text search"))?
-                            .limit(Some(k as i64), None)
-                            .map_err(self.invalid("limit"))?;
-                    }
-                    Search::Nearest { column, vector } => {
-                        scanner
-                            .nearest(column, &Float32Array::from(vector.to_vec()), k)
-                            .map_err(self.invalid("nearest"))?;
-                    }
-                }
-                scanner
-                    .try_into_batch()
-                    .await
-                    .map_err(self.invalid("search"))
-            }
-            Tier::Fresh { writer } => {
-                let scanner = fresh_scanner(self.base.clone(), writer)
-                    .await
-                    .context(MemWalSnafu)?
-                    .with_overfetch_factor(FRESH_OVERFETCH);
-                let scanner = match *search {
-                    Search::Text { columns, text } => scanner
-                        .full_text_search(self.text_query(columns, text)?)
-                        .map_err(self.invalid("text search"))?
-                        .limit(Some(k as i64), None)
-                        .map_err(self.invalid("limit"))?,
-                    Search::Nearest { column, vector } => scanner
-                        .nearest(column, &Float32Array::from(vector.to_vec()), k)
-                        .map_err(self.invalid("nearest"))?,
-                };
-                scanner
-                    .try_into_batch()
-                    .await
-                    .map_err(self.invalid("search"))
-            }
-        }
+        let plan = self.plan().await?.overfetch(FRESH_OVERFETCH);
+        let plan = match *search {
+            Search::Text { columns, text } => plan
+                .full_text_search(self.text_query(columns, text)?)
+                .map_err(self.invalid("text search"))?
+                .limit(k)
+                .map_err(self.invalid("limit"))?,
+            Search::Nearest { column, vector } => plan
+                .nearest(column, &Float32Array::from(vector.to_vec()), k)
+                .map_err(self.invalid("nearest"))?,
+        };
+        plan.run().await.map_err(self.invalid("search"))
     }
 
     fn text_query(&self, columns: &[String], text: &str) -> Result<FullTextSearchQuery> {

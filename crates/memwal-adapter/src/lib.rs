@@ -14,6 +14,7 @@ pub use error::{Error, Result};
 pub use fresh::fresh_scanner;
 pub use gc::{collect_memwal_garbage, MemWalGarbage};
 pub use generation::generation_rows;
+pub use lance::dataset::mem_wal::LsmScanner;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
-pub use writer::{enroll, shard_id, Enrolled, Sharding, TableWriter};
+pub use writer::{enroll, is_enrolled, shard_id, Enrolled, Sharding, TableWriter};

@@ -49,6 +49,15 @@ pub struct Enrolled {
 /// race on the index is the "already initialized" case. `maintained` names base-table
 /// indexes the MemWAL keeps on memtables and flushed generations (they must exist; the
 /// primary key's is kept implicitly). They are fixed at enrollment.
+/// Whether `dataset` already carries a MemWAL index (its table is enrolled).
+pub async fn is_enrolled(dataset: &Dataset) -> Result<bool> {
+    let details = dataset.mem_wal_index_details().await.context(LanceSnafu {
+        action: "read index",
+        table: dataset.uri(),
+    })?;
+    Ok(details.is_some())
+}
+
 pub async fn enroll(
     store: &GraphStore,
     table: &str,

@@ -24,6 +24,38 @@ impl Server {
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
+
+    async fn get(&self, path: &str) -> reqwest::Response {
+        self.client.get(self.url(path)).send().await.unwrap()
+    }
+
+    async fn get_json(&self, path: &str) -> Value {
+        self.get(path).await.json().await.unwrap()
+    }
+
+    async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.client
+            .post(self.url(path))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn post_json(&self, path: &str, body: impl Into<reqwest::Body>) -> Value {
+        self.post(path, body).await.json().await.unwrap()
+    }
+
+    /// An NDJSON body to `/graphs/g/ingest`, read whole.
+    async fn ingest(&self, text: String) -> reqwest::Response {
+        self.client
+            .post(self.url("/graphs/g/ingest"))
+            .header("content-type", "application/x-ndjson")
+            .body(text)
+            .send()
+            .await
+            .unwrap()
+    }
 }
 
 /// A server over a new root holding one graph, `g`.
@@ -90,15 +122,9 @@ impl Records {
 }
 
 async fn fresh_ids(server: &Server) -> BTreeSet<String> {
-    let rows: Value = server
-        .client
-        .get(server.url("/graphs/g/types/Person?fresh=true&select=id"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let rows = server
+        .get_json("/graphs/g/types/Person?fresh=true&select=id")
+        .await;
     rows.as_array()
         .unwrap()
         .iter()
@@ -140,19 +166,9 @@ async fn the_router_serves_exactly_the_documented_routes() {
             "{method} {path} fell through to the fallback: {status} {body}"
         );
     }
-    let missing = server
-        .client
-        .get(server.url("/nothing"))
-        .send()
-        .await
-        .unwrap();
+    let missing = server.get("/nothing").await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
-    let health = server
-        .client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
+    let health = server.get("/healthz").await;
     assert_eq!(health.status(), StatusCode::OK);
 }
 
@@ -205,14 +221,7 @@ async fn acknowledgements_stream_back_before_the_body_ends() {
 async fn a_client_reading_only_at_the_end_gets_the_same_records() {
     let server = start(None, Limits::default()).await;
     let text = ndjson(&[person("a", 1), person("b", 2), person("c", 900)]);
-    let response = server
-        .client
-        .post(server.url("/graphs/g/ingest"))
-        .header("content-type", "application/x-ndjson")
-        .body(text)
-        .send()
-        .await
-        .unwrap();
+    let response = server.ingest(text).await;
     let body = response.text().await.unwrap();
     let records: Vec<Value> = body
         .lines()
@@ -268,15 +277,7 @@ async fn a_disconnect_mid_stream_loses_no_acked_row_and_writes_no_half_line() {
     assert!(ids.contains("kept1") && ids.contains("kept2"), "{ids:?}");
     assert!(!ids.contains("half"), "{ids:?}");
     // And the fold publishes exactly the acknowledged rows.
-    let fold: Value = server
-        .client
-        .post(server.url("/graphs/g/ingest/fold"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fold = server.post_json("/graphs/g/ingest/fold", "").await;
     assert_eq!(fold["rows"]["Person"], 2, "{fold}");
 }
 
@@ -316,19 +317,9 @@ async fn tokens_scope_reads_and_writes() {
         StatusCode::OK,
         "write implies read"
     );
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap();
+    let metrics = server.get("/metrics").await;
     assert_eq!(metrics.status(), StatusCode::UNAUTHORIZED);
-    let health = server
-        .client
-        .get(server.url("/healthz"))
-        .send()
-        .await
-        .unwrap();
+    let health = server.get("/healthz").await;
     assert_eq!(health.status(), StatusCode::OK);
     let error = Tokens::parse("secret-token admin *").unwrap_err();
     assert!(
@@ -346,13 +337,7 @@ async fn bodies_and_lines_are_bounded() {
     };
     let server = start(None, limits).await;
     let big: Vec<String> = (0..50).map(|i| person(&format!("p{i}"), 1)).collect();
-    let response = server
-        .client
-        .post(server.url("/graphs/g/load"))
-        .body(ndjson(&big))
-        .send()
-        .await
-        .unwrap();
+    let response = server.post("/graphs/g/load", ndjson(&big)).await;
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body: Value = response.json().await.unwrap();
     assert!(
@@ -365,14 +350,7 @@ async fn bodies_and_lines_are_bounded() {
         "x".repeat(300)
     );
     let text = ndjson(&[person("short", 1), long, person("after", 2)]);
-    let response = server
-        .client
-        .post(server.url("/graphs/g/ingest"))
-        .header("content-type", "application/x-ndjson")
-        .body(text)
-        .send()
-        .await
-        .unwrap();
+    let response = server.ingest(text).await;
     let body = response.text().await.unwrap();
     let records: Vec<Value> = body
         .lines()
@@ -388,13 +366,7 @@ async fn bodies_and_lines_are_bounded() {
     assert!(rejected[0]["error"].as_str().unwrap().contains("200 bytes"));
     assert_eq!(records.last().unwrap()["acked"], 2);
 
-    let wrong_type = server
-        .client
-        .post(server.url("/graphs/g/ingest"))
-        .body("{}")
-        .send()
-        .await
-        .unwrap();
+    let wrong_type = server.post("/graphs/g/ingest", "{}").await;
     assert_eq!(wrong_type.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
 }
 
@@ -414,60 +386,30 @@ async fn backpressure_is_a_503_with_retry_after() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reads_search_commits_and_metrics_over_http() {
     let server = start(None, Limits::default()).await;
-    let load: Value = server
-        .client
-        .post(server.url("/graphs/g/load"))
-        .body(ndjson(&[person("ada", 36), person("alan", 41)]))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let load = server
+        .post_json(
+            "/graphs/g/load",
+            ndjson(&[person("ada", 36), person("alan", 41)]),
+        )
+        .await;
     assert_eq!(load["rows"]["Person"], 2);
-    let row: Value = server
-        .client
-        .get(server.url("/graphs/g/types/Person/ada"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let row = server.get_json("/graphs/g/types/Person/ada").await;
     assert_eq!(row[0]["age"], 36);
-    let missing = server
-        .client
-        .get(server.url("/graphs/g/types/Person/zed"))
-        .send()
-        .await
-        .unwrap();
+    let missing = server.get("/graphs/g/types/Person/zed").await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let body: Value = missing.json().await.unwrap();
+    assert_eq!(body["kind"], "no_row", "{body}");
+    let no_graph = server.get("/graphs/nope/types/Person/zed").await;
+    assert_eq!(no_graph.status(), StatusCode::NOT_FOUND);
+    let body: Value = no_graph.json().await.unwrap();
+    assert_eq!(body["kind"], "not_found", "{body}");
     let bad = server
-        .client
-        .get(server.url("/graphs/g/types/Person?filter=nope%20%3D%201"))
-        .send()
-        .await
-        .unwrap();
+        .get("/graphs/g/types/Person?filter=nope%20%3D%201")
+        .await;
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
-    let commits: Value = server
-        .client
-        .get(server.url("/graphs/g/commits"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let commits = server.get_json("/graphs/g/commits").await;
     assert_eq!(commits.as_array().unwrap().len(), 2, "init and load");
-    let metrics = server
-        .client
-        .get(server.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = server.get("/metrics").await.text().await.unwrap();
     for name in [
         "tributary_ingest_ack_seconds_bucket",
         "tributary_ingest_acked_rows_total",
@@ -497,14 +439,7 @@ async fn sixteen_connections_two_thousand_requests_lose_nothing() {
                         person(&format!("c{c}-r{r}-a"), 1),
                         person(&format!("c{c}-r{r}-b"), 2),
                     ]);
-                    let response = server
-                        .client
-                        .post(server.url("/graphs/g/ingest"))
-                        .header("content-type", "application/x-ndjson")
-                        .body(text)
-                        .send()
-                        .await
-                        .unwrap();
+                    let response = server.ingest(text).await;
                     assert_eq!(response.status(), StatusCode::OK);
                     let body = response.text().await.unwrap();
                     let summary: Value =

@@ -10,7 +10,7 @@ use tributary::{
     At, CleanupReport, CommitRecord, Direction, FoldOutcome, IngestStatus, LoadMode, LoadOptions,
     ReadOptions, SearchQuery, View,
 };
-use tributary_server::{ErrorBody, ARROW_STREAM};
+use tributary_server::{ErrorBody, ARROW_STREAM, NO_ROW};
 
 use crate::Failure;
 
@@ -29,11 +29,34 @@ fn unreachable_server(base: &str, error: reqwest::Error) -> Failure {
     }
 }
 
+/// An error answer: its kind, when the body names one, and what the CLI reports.
+struct Refused {
+    kind: Option<String>,
+    failure: Failure,
+}
+
+/// Rows sent as an Arrow IPC stream, as one batch.
+async fn rows_of(response: Response) -> Result<RecordBatch, Failure> {
+    let bytes = response.bytes().await.map_err(|e| Failure {
+        message: format!("reading the answer: {e}"),
+        code: 70,
+    })?;
+    let unreadable = |e: arrow_schema::ArrowError| Failure {
+        message: format!("unreadable rows from the server: {e}"),
+        code: 70,
+    };
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(unreadable)?;
+    let schema = reader.schema();
+    let batches = reader.collect::<Result<Vec<_>, _>>().map_err(unreadable)?;
+    arrow_select::concat::concat_batches(&schema, &batches).map_err(unreadable)
+}
+
 /// Exit status of a server error kind (the same as for the engine's kinds).
 fn code_of(kind: &str) -> u8 {
     match kind {
         "invalid_input" | "too_large" => 65,
-        "not_found" => 66,
+        "not_found" | NO_ROW => 66,
         "conflict" | "fenced" | "unavailable" => 75,
         "unauthorized" | "forbidden" => 77,
         _ => 70,
@@ -77,23 +100,36 @@ impl Remote {
 
     /// Send, turning an error response into the failure an embedded run would report.
     pub async fn send(&self, request: RequestBuilder) -> Result<Response, Failure> {
-        let response = request
-            .send()
+        self.answer(request)
             .await
-            .map_err(|e| unreachable_server(&self.base, e))?;
+            .map_err(|refused| refused.failure)
+    }
+
+    /// Send, keeping an error response's kind beside its failure.
+    async fn answer(&self, request: RequestBuilder) -> Result<Response, Refused> {
+        let response = request.send().await.map_err(|e| Refused {
+            kind: None,
+            failure: unreachable_server(&self.base, e),
+        })?;
         if response.status().is_success() {
             return Ok(response);
         }
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         Err(match serde_json::from_str::<ErrorBody>(&text) {
-            Ok(body) => Failure {
-                code: code_of(&body.kind),
-                message: body.error,
+            Ok(body) => Refused {
+                failure: Failure {
+                    code: code_of(&body.kind),
+                    message: body.error,
+                },
+                kind: Some(body.kind),
             },
-            Err(_) => Failure {
-                message: format!("the server answered {status}: {text}"),
-                code: 70,
+            Err(_) => Refused {
+                kind: None,
+                failure: Failure {
+                    message: format!("the server answered {status}: {text}"),
+                    code: 70,
+                },
             },
         })
     }
@@ -110,19 +146,7 @@ impl Remote {
         let response = self
             .send(request.header(reqwest::header::ACCEPT, ARROW_STREAM))
             .await?;
-        let bytes = response.bytes().await.map_err(|e| Failure {
-            message: format!("reading the answer: {e}"),
-            code: 70,
-        })?;
-        let unreadable = |e: arrow_schema::ArrowError| Failure {
-            message: format!("unreadable rows from the server: {e}"),
-            code: 70,
-        };
-        let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
-            .map_err(unreadable)?;
-        let schema = reader.schema();
-        let batches = reader.collect::<Result<Vec<_>, _>>().map_err(unreadable)?;
-        arrow_select::concat::concat_batches(&schema, &batches).map_err(unreadable)
+        rows_of(response).await
     }
 
     /// Create the graph (the server must run with `--init`): its type count and commit.
@@ -180,15 +204,14 @@ impl Remote {
         view: &View,
     ) -> Result<Option<RecordBatch>, Failure> {
         let path = format!("/types/{}/{}", encode(type_name), encode(key));
-        match self
-            .rows(self.request(Method::GET, &path).query(&view_query(view)))
-            .await
-        {
-            Ok(batch) => Ok(Some(batch)),
-            Err(failure) if failure.code == 66 && failure.message.ends_with("not found") => {
-                Ok(None)
-            }
-            Err(failure) => Err(failure),
+        let request = self
+            .request(Method::GET, &path)
+            .query(&view_query(view))
+            .header(reqwest::header::ACCEPT, ARROW_STREAM);
+        match self.answer(request).await {
+            Ok(response) => rows_of(response).await.map(Some),
+            Err(refused) if refused.kind.as_deref() == Some(NO_ROW) => Ok(None),
+            Err(refused) => Err(refused.failure),
         }
     }
 

@@ -5,6 +5,10 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use tributary::ErrorKind;
 
+/// The error kind of a `get` whose key has no row (the graph and type exist), so a client
+/// can tell "no row" from "no graph" without reading the message.
+pub const NO_ROW: &str = "no_row";
+
 /// Seconds a client should wait before retrying a refused ingest or load.
 pub const RETRY_AFTER_S: u64 = 1;
 
@@ -18,7 +22,7 @@ pub struct LineRecord {
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
-    /// `invalid_input`, `not_found`, `conflict`, `fenced`, `unavailable`, `internal`,
+    /// `invalid_input`, `not_found`, `no_row`, `conflict`, `fenced`, `unavailable`, `internal`,
     /// `unauthorized`, `forbidden`, `too_large`.
     pub kind: String,
     pub error: String,
@@ -50,6 +54,10 @@ impl ApiError {
 
     pub fn not_found(error: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", error)
+    }
+
+    pub fn no_row(error: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, NO_ROW, error)
     }
 
     pub fn too_large(limit: usize) -> ApiError {

@@ -23,7 +23,7 @@ use tokio::sync::Mutex;
 use tributary::Graph;
 
 pub use auth::{Scope, Tokens};
-pub use error::{kind_name, ApiError, ErrorBody, LineRecord, RETRY_AFTER_S};
+pub use error::{kind_name, ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
 pub use ingest::{AckRecord, IngestSummary};
 pub use routes::ARROW_STREAM;
 

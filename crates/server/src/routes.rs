@@ -212,9 +212,7 @@ pub async fn get_one(
     let graph = state.graph(&id).await?;
     match graph.get(&type_name, &key, params.view()).await? {
         Some(batch) => rows(&headers, &batch),
-        None => Err(ApiError::not_found(format!(
-            "{type_name} `{key}` not found"
-        ))),
+        None => Err(ApiError::no_row(format!("{type_name} `{key}` not found"))),
     }
 }
 

@@ -4,30 +4,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{Array, Int32Array, RecordBatch, StringArray};
+use arrow_array::{Array, Int32Array};
 use tributary::{
     At, CommitKind, ErrorKind, FoldSettings, FoldTriggers, Graph, GraphSettings, LoadOptions,
     ReadOptions, Recovered, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
 };
 use tributary_tests::{company, edge, ndjson, person, temp_graph};
 
+use crate::columns::sorted_strings;
 use crate::FAILPOINTS;
-
-fn strings(batch: &RecordBatch, column: &str) -> Vec<String> {
-    let array = batch
-        .column_by_name(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .expect("a string column");
-    let mut out: Vec<String> = array.iter().flatten().map(str::to_owned).collect();
-    out.sort();
-    out
-}
 
 async fn ids(graph: &Graph, ty: &str) -> Vec<String> {
     let batch = graph.read(ty, &ReadOptions::default()).await.unwrap();
-    strings(&batch, "id")
+    sorted_strings(&batch, "id")
 }
 
 async fn age_of(graph: &Graph, key: &str) -> Option<i32> {
@@ -163,7 +152,9 @@ async fn validation_spans_chunks_of_one_fold() {
     assert_eq!(outcome.rejected, 6);
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(rejects.num_rows(), 6);
-    assert!(strings(&rejects, "kind").iter().all(|k| k == "unique"));
+    assert!(sorted_strings(&rejects, "kind")
+        .iter()
+        .all(|k| k == "unique"));
 }
 
 #[tokio::test]
@@ -201,15 +192,18 @@ async fn rows_failing_fold_validation_become_dead_letters_in_the_same_commit() {
 
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(
-        strings(&rejects, "kind"),
+        sorted_strings(&rejects, "kind"),
         ["cardinality", "endpoint", "unique"]
     );
-    assert_eq!(strings(&rejects, "fold_commit"), vec![commit.id.clone(); 3]);
-    let keys = strings(&rejects, "key");
+    assert_eq!(
+        sorted_strings(&rejects, "fold_commit"),
+        vec![commit.id.clone(); 3]
+    );
+    let keys = sorted_strings(&rejects, "key");
     assert!(keys.contains(&"ada->ghost".to_owned()), "{keys:?}");
-    let messages = strings(&rejects, "message");
+    let messages = sorted_strings(&rejects, "message");
     assert!(messages.iter().any(|m| m.contains("ghost")), "{messages:?}");
-    let rows = strings(&rejects, "row");
+    let rows = sorted_strings(&rejects, "row");
     assert!(rows.iter().all(|r| r.starts_with('{')), "{rows:?}");
 
     assert_eq!(ids(&graph, "Knows").await, ["ada->carl"]);

@@ -1,12 +1,14 @@
 //! Fresh reads (snapshot + unfolded tier), derived indexes, and search.
 
-use arrow_array::{Array, Float32Array, Int32Array, RecordBatch, StringArray};
+use arrow_array::{Float32Array, RecordBatch};
 use lance::index::DatasetIndexExt;
 use tributary::{
     At, Direction, ErrorKind, Graph, GraphSettings, IndexSettings, LoadOptions, ReadOptions,
     SearchQuery, View,
 };
 use tributary_tests::{edge, ndjson, person, temp_graph};
+
+use crate::columns::{ints, sorted_strings, strings};
 
 /// A schema whose streamed type has both a full-text and a vector index.
 const SEARCH_SCHEMA: &str = r#"
@@ -22,31 +24,6 @@ fn doc(name: &str, rank: i32, body: &str, embedding: [f32; 4]) -> String {
     format!(
         r#"{{"type":"Doc","data":{{"name":"{name}","rank":{rank},"body":"{body}","embedding":{embedding:?}}}}}"#
     )
-}
-
-fn strings(batch: &RecordBatch, column: &str) -> Vec<String> {
-    let array = batch
-        .column_by_name(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .expect("a string column");
-    array.iter().flatten().map(str::to_owned).collect()
-}
-
-fn sorted(mut values: Vec<String>) -> Vec<String> {
-    values.sort();
-    values
-}
-
-fn ints(batch: &RecordBatch, column: &str) -> Vec<i32> {
-    let array = batch
-        .column_by_name(column)
-        .unwrap_or_else(|| panic!("no column {column}"))
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .expect("an i32 column");
-    array.iter().flatten().collect()
 }
 
 fn fresh() -> View {
@@ -157,7 +134,7 @@ async fn another_process_sees_what_the_writer_flushed() {
     );
     writer.close_writers().await.unwrap();
     let rows = fresh_rows(&reader, "Person").await;
-    assert_eq!(sorted(strings(&rows, "id")), ["ada", "bob"]);
+    assert_eq!(sorted_strings(&rows, "id"), ["ada", "bob"]);
     let bob = reader.get("Person", "bob", fresh()).await.unwrap().unwrap();
     assert_eq!(ints(&bob, "age"), [7]);
     assert_eq!(
@@ -257,7 +234,7 @@ async fn search_finds_unfolded_rows_by_text_and_by_vector() {
 
     let zebra = SearchQuery::Text("zebra".into());
     let hits = graph.search("Doc", &zebra, 10, fresh()).await.unwrap();
-    assert_eq!(sorted(strings(&hits, "id")), ["a", "c"]);
+    assert_eq!(sorted_strings(&hits, "id"), ["a", "c"]);
     assert!(hits.column_by_name("_score").is_some(), "scores come back");
     let none = graph
         .search("Doc", &zebra, 10, &At::default())
@@ -280,7 +257,7 @@ async fn search_finds_unfolded_rows_by_text_and_by_vector() {
     graph.close_writers().await.unwrap();
     let other = Graph::open(&uri).await.unwrap();
     let hits = other.search("Doc", &zebra, 10, fresh()).await.unwrap();
-    assert_eq!(sorted(strings(&hits, "id")), ["a", "c"]);
+    assert_eq!(sorted_strings(&hits, "id"), ["a", "c"]);
     let hits = other.search("Doc", &near_b, 1, fresh()).await.unwrap();
     assert_eq!(strings(&hits, "id"), ["b"]);
 
@@ -290,7 +267,7 @@ async fn search_finds_unfolded_rows_by_text_and_by_vector() {
         .search("Doc", &zebra, 10, &At::default())
         .await
         .unwrap();
-    assert_eq!(sorted(strings(&hits, "id")), ["a", "c"]);
+    assert_eq!(sorted_strings(&hits, "id"), ["a", "c"]);
     let hits = graph
         .search("Doc", &near_b, 1, &At::default())
         .await

@@ -1,6 +1,7 @@
 //! Workspace integration tests: one binary (each test binary links Lance), modules inside.
 
 mod cleanup;
+mod columns;
 mod fold;
 mod fold_model;
 mod fresh;

@@ -1,20 +1,7 @@
-use arrow_array::{Array, StringArray};
 use tributary::{At, Direction, ErrorKind, LoadOptions, ReadOptions};
 use tributary_tests::{company, edge, ndjson, person, temp_graph};
 
-fn names(batch: &arrow_array::RecordBatch, column: &str) -> Vec<String> {
-    let array = batch
-        .column_by_name(column)
-        .unwrap()
-        .as_any()
-        .downcast_ref::<StringArray>()
-        .unwrap();
-    let mut out: Vec<String> = (0..array.len())
-        .map(|i| array.value(i).to_owned())
-        .collect();
-    out.sort();
-    out
-}
+use crate::columns::sorted_strings;
 
 async fn small_graph() -> (tempfile::TempDir, tributary::Graph) {
     let (dir, _uri, graph) = temp_graph().await;
@@ -44,7 +31,7 @@ async fn scan_with_filter_projection_and_limit() {
         ..Default::default()
     };
     let batch = graph.read("Person", &options).await.unwrap();
-    assert_eq!(names(&batch, "name"), ["alan", "grace"]);
+    assert_eq!(sorted_strings(&batch, "name"), ["alan", "grace"]);
     assert_eq!(batch.num_columns(), 2);
     let limited = graph
         .read(
@@ -111,13 +98,13 @@ async fn get_by_key_for_nodes_and_edges() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(names(&ada, "name"), ["ada"]);
+    assert_eq!(sorted_strings(&ada, "name"), ["ada"]);
     let works = graph
         .get("WorksAt", "ada->acme", &At::default())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(names(&works, "dst"), ["acme"]);
+    assert_eq!(sorted_strings(&works, "dst"), ["acme"]);
     assert!(graph
         .get("Person", "nobody", &At::default())
         .await
@@ -132,22 +119,22 @@ async fn neighbours_out_and_in() {
         .neighbors("Person", "ada", "Knows", Direction::Out, &At::default())
         .await
         .unwrap();
-    assert_eq!(names(&out, "id"), ["alan", "grace"]);
+    assert_eq!(sorted_strings(&out, "id"), ["alan", "grace"]);
     let into = graph
         .neighbors("Person", "ada", "Knows", Direction::In, &At::default())
         .await
         .unwrap();
-    assert_eq!(names(&into, "id"), ["grace"]);
+    assert_eq!(sorted_strings(&into, "id"), ["grace"]);
     let staff = graph
         .neighbors("Company", "acme", "WorksAt", Direction::In, &At::default())
         .await
         .unwrap();
-    assert_eq!(names(&staff, "id"), ["ada", "alan"]);
+    assert_eq!(sorted_strings(&staff, "id"), ["ada", "alan"]);
     let employer = graph
         .neighbors("Person", "grace", "WorksAt", Direction::Out, &At::default())
         .await
         .unwrap();
-    assert_eq!(names(&employer, "id"), ["initech"]);
+    assert_eq!(sorted_strings(&employer, "id"), ["initech"]);
     let none = graph
         .neighbors("Person", "alan", "Knows", Direction::Out, &At::default())
         .await

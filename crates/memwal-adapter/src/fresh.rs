@@ -1,7 +1,8 @@
 //! The fresh tier: a table at a snapshot plus what its MemWAL holds beyond it.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
+use lance::dataset::mem_wal::scanner::SsTableCache;
 use lance::dataset::mem_wal::{DatasetMemWalExt, LsmScanner, ShardSnapshot};
 use lance::Dataset;
 use snafu::ResultExt;
@@ -9,6 +10,12 @@ use snafu::ResultExt;
 use crate::error::{from_lance, LanceSnafu, Result};
 use crate::shards::shard_manifests;
 use crate::writer::TableWriter;
+
+/// Flushed generations opened by fresh reads, for the whole process. Lance writes each
+/// generation once to a unique path, so an entry never goes stale; without it every fresh
+/// read re-opened every pending generation (manifest reads per read).
+static GENERATIONS: LazyLock<Arc<SsTableCache>> =
+    LazyLock::new(|| Arc::new(SsTableCache::new(256)));
 
 /// An LSM scanner over `base` (the table at a snapshot) + the flushed generations `base`'s
 /// MemWAL index has not compacted + `writer`'s in-memory memtables (same process only).
@@ -47,7 +54,8 @@ pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Resul
         }
         snapshots.push(snapshot);
     }
-    let mut scanner = LsmScanner::new(Arc::new(base), snapshots, vec!["id".to_owned()]);
+    let mut scanner = LsmScanner::new(Arc::new(base), snapshots, vec!["id".to_owned()])
+        .with_sstable_cache(GENERATIONS.clone());
     if let Some(writer) = writer {
         for (shard, shard_writer) in writer.shards() {
             let memtables = shard_writer

@@ -38,15 +38,41 @@ struct Measured {
     p50_ms: f64,
     p99_ms: f64,
     rows_per_s: f64,
+    /// WAL entries (`.arrow` files) the table's MemWAL holds afterwards: how many group
+    /// commits the sends shared.
+    wal_appends: f64,
 }
 
-fn measured(mut latencies: Vec<Duration>, rows: usize, elapsed: Duration) -> Measured {
+fn measured(
+    mut latencies: Vec<Duration>,
+    rows: usize,
+    elapsed: Duration,
+    graph_dir: &std::path::Path,
+) -> Measured {
     latencies.sort();
     Measured {
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         rows_per_s: rows as f64 / elapsed.as_secs_f64(),
+        wal_appends: wal_entries(&graph_dir.join("nodes/Person.lance/_mem_wal")) as f64,
     }
+}
+
+fn wal_entries(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| {
+            let path = entry.path();
+            if path.is_dir() {
+                wal_entries(&path)
+            } else {
+                usize::from(path.extension().is_some_and(|e| e == "arrow"))
+            }
+        })
+        .sum()
 }
 
 /// Ingest and the raw put, each run twice in the order ingest, raw, raw, ingest (the disk
@@ -69,6 +95,7 @@ impl Measured {
             p50_ms: (self.p50_ms + other.p50_ms) / 2.0,
             p99_ms: (self.p99_ms + other.p99_ms) / 2.0,
             rows_per_s: (self.rows_per_s + other.rows_per_s) / 2.0,
+            wal_appends: (self.wal_appends + other.wal_appends) / 2.0,
         }
     }
 }
@@ -122,7 +149,12 @@ async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measure
     for task in tasks {
         latencies.extend(task.await.expect("producer"));
     }
-    measured(latencies, producers * sends * rows, started.elapsed())
+    measured(
+        latencies,
+        producers * sends * rows,
+        started.elapsed(),
+        &dir.path().join("g"),
+    )
 }
 
 /// The same shape of work straight on a Lance `ShardWriter` over the same fsyncing store,
@@ -179,7 +211,12 @@ async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measur
     for task in tasks {
         latencies.extend(task.await.expect("producer"));
     }
-    measured(latencies, producers * sends * rows, started.elapsed())
+    measured(
+        latencies,
+        producers * sends * rows,
+        started.elapsed(),
+        &dir.path().join("g"),
+    )
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -349,8 +386,8 @@ async fn ingest_scenarios(settings: &Settings, load_rows_per_s: f64, load_bulk_r
             "scenario": "ingest_1_row",
             "producers": producers,
             "sends": producers * sends,
-            "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s},
-            "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s},
+            "ingest": {"p50_ms": ingest.p50_ms, "p99_ms": ingest.p99_ms, "rows_per_s": ingest.rows_per_s, "wal_appends": ingest.wal_appends},
+            "raw_put": {"p50_ms": raw.p50_ms, "p99_ms": raw.p99_ms, "rows_per_s": raw.rows_per_s, "wal_appends": raw.wal_appends},
             "load_rows_per_s": load_rows_per_s,
             "ingest_over_load": ingest.rows_per_s / load_rows_per_s,
             "ingest_p50_over_raw_p50": ingest.p50_ms / raw.p50_ms,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use ingest_core::{Decoder, LineError, TypeBatch};
 use lance::index::DatasetIndexExt;
-use tributary_memwal_adapter::{enroll, is_enrolled, Sharding, TableWriter};
+use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, MAIN_BRANCH};
@@ -38,21 +38,23 @@ pub struct Ingestor<'g> {
 /// replay) is serialised on its own async lock so only cold sends queue behind it.
 #[derive(Default)]
 pub(crate) struct Writers {
-    warm: std::sync::RwLock<HashMap<(String, String), Arc<TableWriter>>>,
+    warm: std::sync::RwLock<WriterMap>,
     opening: tokio::sync::Mutex<()>,
 }
 
+type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
+
 impl Writers {
-    fn get(&self, key: &(String, String)) -> Option<Arc<TableWriter>> {
-        self.warm
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(key)
-            .cloned()
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, WriterMap> {
+        self.warm.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn map(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<(String, String), Arc<TableWriter>>> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, WriterMap> {
         self.warm.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self, key: &(String, String)) -> Option<Arc<TableWriter>> {
+        self.read().get(key).cloned()
     }
 }
 
@@ -83,20 +85,30 @@ impl Graph {
         if let Some(writer) = self.writers.get(&key) {
             return Ok(writer);
         }
-        let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
-            Some(n) if n > 1 => Sharding::Buckets(n),
-            _ => Sharding::Unsharded,
+        // An enrolled table keeps what it was enrolled with (folds keep its indexes
+        // current): only a first enrollment builds indexes.
+        let known = enrollment(&self.store, &path, &self.settings.writer)
+            .await
+            .map_err(Error::from_memwal)?;
+        let enrolled = match known {
+            Some(enrolled) => enrolled,
+            None => {
+                let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
+                    Some(n) if n > 1 => Sharding::Buckets(n),
+                    _ => Sharding::Unsharded,
+                };
+                let maintained = self.index_before_enrollment(ty).await;
+                enroll(
+                    &self.store,
+                    &path,
+                    sharding,
+                    &self.settings.writer,
+                    &maintained,
+                )
+                .await
+                .map_err(Error::from_memwal)?
+            }
         };
-        let maintained = self.index_before_enrollment(ty).await;
-        let enrolled = enroll(
-            &self.store,
-            &path,
-            sharding,
-            &self.settings.writer,
-            &maintained,
-        )
-        .await
-        .map_err(Error::from_memwal)?;
         let writer = Arc::new(
             TableWriter::open(&self.store, &enrolled)
                 .await
@@ -107,7 +119,7 @@ impl Graph {
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
             self.folding.acknowledged();
         }
-        self.writers.map().insert(key, writer.clone());
+        self.writers.write().insert(key, writer.clone());
         Ok(writer)
     }
 }
@@ -117,9 +129,8 @@ impl Graph {
     /// MemWAL should maintain: the `@index` fields' (the key's is maintained implicitly;
     /// `src`/`dst` serve snapshot joins only). Fresh search is then indexed from the first
     /// row, and fresh vector search, which reads only indexed base rows, misses nothing.
-    /// An enrolled table keeps what it was enrolled with (folds keep its indexes current),
-    /// so nothing is done for it. Indexes are derived state: a failure is logged, and the
-    /// table is enrolled without the indexes that are missing.
+    /// Indexes are derived state: a failure is logged, and the table is enrolled without
+    /// the indexes that are missing.
     async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {
         let path = ty.table_path();
         let mut dataset = match self.store.open_dataset(&path, None).await {
@@ -129,9 +140,6 @@ impl Graph {
                 return Vec::new();
             }
         };
-        if is_enrolled(&dataset).await.unwrap_or(false) {
-            return Vec::new();
-        }
         let specs = tributary_fold::index_specs(ty);
         if let Err(error) =
             tributary_fold::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
@@ -268,7 +276,7 @@ impl Graph {
     /// processes (and folds) see everything acknowledged. Later sends re-open writers.
     pub async fn close_writers(&self) -> Result<()> {
         let _opening = self.writers.opening.lock().await;
-        let writers: Vec<Arc<TableWriter>> = self.writers.map().drain().map(|(_, w)| w).collect();
+        let writers: Vec<Arc<TableWriter>> = self.writers.write().drain().map(|(_, w)| w).collect();
         for writer in writers {
             match Arc::try_unwrap(writer) {
                 Ok(writer) => writer.close().await.map_err(Error::from_memwal)?,
@@ -282,9 +290,7 @@ impl Graph {
     /// The warm writers of every table on `branch` (for the fold's cut).
     pub(crate) fn warm_writers(&self, branch: &str) -> Vec<Arc<TableWriter>> {
         self.writers
-            .warm
             .read()
-            .unwrap_or_else(|e| e.into_inner())
             .iter()
             .filter(|((_, b), _)| b == branch)
             .map(|(_, w)| w.clone())

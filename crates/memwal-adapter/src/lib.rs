@@ -17,4 +17,4 @@ pub use generation::generation_rows;
 pub use lance::dataset::mem_wal::LsmScanner;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
-pub use writer::{enroll, is_enrolled, shard_id, Enrolled, Sharding, TableWriter};
+pub use writer::{enroll, enrollment, shard_id, Enrolled, Sharding, TableWriter};

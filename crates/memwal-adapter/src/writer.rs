@@ -45,19 +45,23 @@ pub struct Enrolled {
     spec: Option<ShardingSpec>,
 }
 
+/// The enrollment of `table`, when it has one: one open of the table, no write.
+pub async fn enrollment(
+    store: &GraphStore,
+    table: &str,
+    defaults: &WriterSettings,
+) -> Result<Option<Enrolled>> {
+    let dataset = store
+        .open_dataset(table, None)
+        .await
+        .context(StorageSnafu)?;
+    enrollment_of(&dataset, table, defaults).await
+}
+
 /// Enrol `table` for streaming writes. Idempotent, and safe when processes race: a lost
 /// race on the index is the "already initialized" case. `maintained` names base-table
 /// indexes the MemWAL keeps on memtables and flushed generations (they must exist; the
 /// primary key's is kept implicitly). They are fixed at enrollment.
-/// Whether `dataset` already carries a MemWAL index (its table is enrolled).
-pub async fn is_enrolled(dataset: &Dataset) -> Result<bool> {
-    let details = dataset.mem_wal_index_details().await.context(LanceSnafu {
-        action: "read index",
-        table: dataset.uri(),
-    })?;
-    Ok(details.is_some())
-}
-
 pub async fn enroll(
     store: &GraphStore,
     table: &str,
@@ -70,58 +74,66 @@ pub async fn enroll(
         .await
         .context(StorageSnafu)?;
     ensure_primary_key(&mut dataset, table).await?;
-    let lance = |action: &'static str| LanceSnafu { action, table };
-    if dataset
-        .mem_wal_index_details()
-        .await
-        .context(lance("read index"))?
-        .is_none()
-    {
-        let builder = dataset.initialize_mem_wal();
-        let builder = match sharding {
-            Sharding::Unsharded => builder.unsharded(),
-            Sharding::Buckets(n) => builder.bucket_sharding("id", n),
-        };
-        let outcome = builder
-            .maintained_indexes(maintained.iter().cloned())
-            .writer_config_defaults(defaults.writer_config(Uuid::nil()))
-            .execute()
-            .await;
-        match outcome {
-            Ok(()) => {}
-            Err(error) if is_lost_race(&error) => {
-                dataset.checkout_latest().await.context(lance("refresh"))?;
-            }
-            Err(source) => {
-                return Err(Error::Lance {
-                    action: "initialize".into(),
-                    table: table.into(),
-                    source,
-                })
-            }
+    if let Some(enrolled) = enrollment_of(&dataset, table, defaults).await? {
+        return Ok(enrolled);
+    }
+    let builder = dataset.initialize_mem_wal();
+    let builder = match sharding {
+        Sharding::Unsharded => builder.unsharded(),
+        Sharding::Buckets(n) => builder.bucket_sharding("id", n),
+    };
+    let outcome = builder
+        .maintained_indexes(maintained.iter().cloned())
+        .writer_config_defaults(defaults.writer_config(Uuid::nil()))
+        .execute()
+        .await;
+    match outcome {
+        Ok(()) => {}
+        Err(error) if is_lost_race(&error) => {
+            dataset.checkout_latest().await.context(LanceSnafu {
+                action: "refresh",
+                table,
+            })?;
+        }
+        Err(source) => {
+            return Err(Error::Lance {
+                action: "initialize".into(),
+                table: table.into(),
+                source,
+            })
         }
     }
-    let details = dataset
-        .mem_wal_index_details()
-        .await
-        .context(lance("read index"))?
+    enrollment_of(&dataset, table, defaults)
+        .await?
         .ok_or_else(|| Error::InvalidSetting {
             table: table.into(),
             message: "MemWAL index missing after initialization".into(),
-        })?;
-    let settings = WriterSettings::from_recorded(&details.writer_config_defaults, defaults);
-    let buckets = details.num_shards.max(1);
-    let spec = details
-        .sharding_specs
-        .first()
-        .cloned()
-        .filter(|_| buckets > 1);
-    Ok(Enrolled {
-        table: table.to_owned(),
-        settings,
-        shards: (0..buckets).map(|b| shard_id(table, b)).collect(),
-        spec,
-    })
+        })
+}
+
+/// What `dataset`'s MemWAL index records: the settings every process uses, and the shards.
+async fn enrollment_of(
+    dataset: &Dataset,
+    table: &str,
+    defaults: &WriterSettings,
+) -> Result<Option<Enrolled>> {
+    let details = dataset.mem_wal_index_details().await.context(LanceSnafu {
+        action: "read index",
+        table,
+    })?;
+    Ok(details.map(|details| {
+        let buckets = details.num_shards.max(1);
+        Enrolled {
+            table: table.to_owned(),
+            settings: WriterSettings::from_recorded(&details.writer_config_defaults, defaults),
+            shards: (0..buckets).map(|b| shard_id(table, b)).collect(),
+            spec: details
+                .sharding_specs
+                .first()
+                .cloned()
+                .filter(|_| buckets > 1),
+        }
+    }))
 }
 
 fn is_lost_race(error: &lance::Error) -> bool {

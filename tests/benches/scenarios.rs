@@ -14,7 +14,7 @@ mod reads;
 use lance::dataset::mem_wal::DatasetMemWalExt;
 use serde_json::json;
 use tributary::{Graph, LoadOptions, WriterSettings};
-use tributary_tests::{ndjson, person, SCHEMA};
+use tributary_tests::{ndjson, person, wal_entries, SCHEMA};
 
 struct Settings {
     one_row_loads: usize,
@@ -54,25 +54,8 @@ fn measured(
         p50_ms: percentile(&latencies, 0.5),
         p99_ms: percentile(&latencies, 0.99),
         rows_per_s: rows as f64 / elapsed.as_secs_f64(),
-        wal_appends: wal_entries(&graph_dir.join("nodes/Person.lance/_mem_wal")) as f64,
+        wal_appends: wal_entries(&graph_dir.to_string_lossy(), "nodes/Person.lance") as f64,
     }
-}
-
-fn wal_entries(dir: &std::path::Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| {
-            let path = entry.path();
-            if path.is_dir() {
-                wal_entries(&path)
-            } else {
-                usize::from(path.extension().is_some_and(|e| e == "arrow"))
-            }
-        })
-        .sum()
 }
 
 /// Ingest and the raw put, each run twice in the order ingest, raw, raw, ingest (the disk

@@ -1,35 +1,5 @@
-use std::path::Path;
-
 use tributary::{ErrorKind, Graph, IngestAck, OpCounter, ReadOptions};
-use tributary_tests::{company, ndjson, person, temp_graph};
-
-/// Every file under a table's `_mem_wal` directory.
-fn memwal_files(uri: &str, table: &str) -> Vec<std::path::PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, out);
-            } else {
-                out.push(path);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(&Path::new(uri).join(table).join("_mem_wal"), &mut out);
-    out.sort();
-    out
-}
-
-fn wal_entries(uri: &str, table: &str) -> usize {
-    memwal_files(uri, table)
-        .iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
-        .count()
-}
+use tributary_tests::{company, memwal_files, ndjson, person, temp_graph, wal_entries};
 
 async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
     let options = ReadOptions {

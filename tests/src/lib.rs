@@ -1,5 +1,7 @@
 //! Shared fixtures for the integration tests and the scenario benchmarks.
 
+use std::path::{Path, PathBuf};
+
 use tempfile::TempDir;
 use tributary::Graph;
 
@@ -44,4 +46,33 @@ pub fn ndjson(lines: &[String]) -> String {
     let mut text = lines.join("\n");
     text.push('\n');
     text
+}
+
+/// Every file under a table's `_mem_wal` directory.
+pub fn memwal_files(uri: &str, table: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Path::new(uri).join(table).join("_mem_wal"), &mut out);
+    out.sort();
+    out
+}
+
+/// WAL entries (one per append) in a table's MemWAL.
+pub fn wal_entries(uri: &str, table: &str) -> usize {
+    memwal_files(uri, table)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "arrow"))
+        .count()
 }

@@ -147,6 +147,46 @@ async fn another_process_sees_what_the_writer_flushed() {
     );
 }
 
+/// Every flushed generation carries a BTree on the key in its own manifest, so a fresh
+/// point lookup probes an index in each generation instead of scanning it.
+#[tokio::test]
+async fn flushed_generations_carry_the_key_index() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let ingest = graph.ingest("main").unwrap();
+    for round in 0..2 {
+        let name = format!("p{round}");
+        ingest
+            .send(round, &ndjson(&[person(&name, 1)]))
+            .await
+            .unwrap();
+        graph.close_writers().await.unwrap();
+    }
+    let generations: Vec<_> = tributary_tests::memwal_files(&uri, "nodes/Person.lance")
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "bloom_filter.bin"))
+        .filter_map(|p| p.parent().map(|dir| dir.to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(generations.len(), 2, "one generation per flush");
+    for generation in &generations {
+        let dataset = lance::Dataset::open(generation).await.unwrap();
+        let names: Vec<String> = dataset
+            .load_indices()
+            .await
+            .unwrap()
+            .iter()
+            .map(|i| i.name.clone())
+            .collect();
+        assert!(
+            names.contains(&"id_idx".to_owned()),
+            "{generation}: {names:?}"
+        );
+    }
+    let reader = Graph::open(&uri).await.unwrap();
+    for name in ["p0", "p1"] {
+        assert!(reader.get("Person", name, fresh()).await.unwrap().is_some());
+    }
+}
+
 #[tokio::test]
 async fn an_upserted_key_returns_one_row_the_newest_across_tiers() {
     let (_dir, _uri, graph) = temp_graph().await;

@@ -126,9 +126,11 @@ impl Graph {
 
 impl Graph {
     /// Give a table its derived indexes before it is enrolled, and name the ones the
-    /// MemWAL should maintain: the `@index` fields' (the key's is maintained implicitly;
-    /// `src`/`dst` serve snapshot joins only). Fresh search is then indexed from the first
-    /// row, and fresh vector search, which reads only indexed base rows, misses nothing.
+    /// MemWAL should maintain: the key's and the `@index` fields' (`src`/`dst` serve
+    /// snapshot joins only). Fresh search is then indexed from the first row, and fresh
+    /// vector search, which reads only indexed base rows, misses nothing. The key's BTree
+    /// shares the memtable's primary-key index, and gives every flushed generation an
+    /// index a fresh point lookup probes instead of scanning the generation.
     /// Indexes are derived state: a failure is logged, and the table is enrolled without
     /// the indexes that are missing.
     async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {
@@ -153,7 +155,9 @@ impl Graph {
         };
         specs
             .into_iter()
-            .filter(|spec| ty.field(&spec.column).is_some_and(|f| f.index.is_some()))
+            .filter(|spec| {
+                spec.column == "id" || ty.field(&spec.column).is_some_and(|f| f.index.is_some())
+            })
             .map(|spec| spec.name)
             .filter(|name| existing.contains(name))
             .collect()

@@ -30,11 +30,10 @@ pub async fn fresh_scanner(base: Dataset, writer: Option<&TableWriter>) -> Resul
         .mem_wal_index_details()
         .await
         .context(lance("read index"))?;
-    // The latest version knows every shard, even ones created after `base`.
-    let mut latest = base.clone();
-    latest.checkout_latest().await.context(lance("refresh"))?;
+    // Shards are listed from storage, not from `base`'s version, so shards created
+    // after `base` are included without moving to the latest version.
     let mut snapshots = Vec::new();
-    for (store, manifest) in shard_manifests(&latest, &table).await? {
+    for (store, manifest) in shard_manifests(&base, &table).await? {
         let shard = store.shard_id();
         let Some(manifest) = manifest else {
             continue;

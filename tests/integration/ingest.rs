@@ -283,3 +283,93 @@ async fn unflushed_memory_stays_bounded_under_load() {
         "every acknowledged row is in a generation or the memtable"
     );
 }
+
+/// A table writer on Person, enrolled with `settings`, and a batch of `rows` people.
+async fn person_writer(
+    graph: &Graph,
+    settings: &tributary::WriterSettings,
+) -> tributary_memwal_adapter::TableWriter {
+    use tributary_memwal_adapter::{enroll, Sharding, TableWriter};
+    let store = graph.store();
+    let enrolled = enroll(
+        store,
+        "nodes/Person.lance",
+        Sharding::Unsharded,
+        settings,
+        &[],
+    )
+    .await
+    .unwrap();
+    TableWriter::open(store, &enrolled).await.unwrap()
+}
+
+fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch {
+    let lines: Vec<String> = (0..rows)
+        .map(|r| person(&format!("{prefix}-{r}"), 1))
+        .collect();
+    let decoded = ingest_core::decode_str(graph.catalog(), &ndjson(&lines));
+    decoded.batches[0].batch.clone()
+}
+
+fn lance_puts(writer: &tributary_memwal_adapter::TableWriter) -> u64 {
+    writer.shards().map(|(_, w)| w.stats().put_count).sum()
+}
+
+/// Concurrent sends to one shard go out as fewer Lance puts, never larger than a memtable,
+/// and every acknowledged row is there.
+#[tokio::test]
+async fn concurrent_sends_share_puts_no_larger_than_a_memtable() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let settings = tributary::WriterSettings {
+        memtable_rows: 8,
+        ..Default::default()
+    };
+    let writer = std::sync::Arc::new(person_writer(&graph, &settings).await);
+    let sends: Vec<_> = (0..16)
+        .map(|s| {
+            let writer = writer.clone();
+            let batch = people(&graph, &format!("s{s}"), 2);
+            tokio::spawn(async move { writer.put(&batch).await })
+        })
+        .collect();
+    for send in sends {
+        send.await.unwrap().unwrap();
+    }
+    let puts = lance_puts(&writer);
+    assert!(
+        (4..16).contains(&puts),
+        "16 sends of 2 rows, at most 8 rows a put: {puts} puts"
+    );
+    std::sync::Arc::into_inner(writer)
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let reader = Graph::open(&uri).await.unwrap();
+    assert_eq!(fresh_ids(&reader, "Person").await.len(), 32);
+}
+
+/// A fence fails every send of the grouped put, each with the typed error.
+#[tokio::test]
+async fn a_fence_fails_every_send_of_a_group() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let settings = tributary::WriterSettings::default();
+    let first = std::sync::Arc::new(person_writer(&graph, &settings).await);
+    first.put(&people(&graph, "before", 1)).await.unwrap();
+    let _second = person_writer(&graph, &settings).await;
+    let sends: Vec<_> = (0..8)
+        .map(|s| {
+            let writer = first.clone();
+            let batch = people(&graph, &format!("after{s}"), 1);
+            tokio::spawn(async move { writer.put(&batch).await })
+        })
+        .collect();
+    for send in sends {
+        let error = send.await.unwrap().unwrap_err();
+        assert!(
+            matches!(error, tributary_memwal_adapter::Error::Fenced { .. }),
+            "{error}"
+        );
+    }
+    assert!(lance_puts(&first) < 1 + 8, "the sends were grouped");
+}

@@ -171,7 +171,7 @@ fn memwal_kind(source: &tributary_memwal_adapter::Error) -> ErrorKind {
     use tributary_memwal_adapter::Error as M;
     match source {
         M::Fenced { .. } => ErrorKind::Fenced,
-        M::Backpressure { .. } => ErrorKind::Unavailable,
+        M::Backpressure { .. } | M::Interrupted { .. } => ErrorKind::Unavailable,
         M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } => ErrorKind::InvalidInput,
         M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
     }

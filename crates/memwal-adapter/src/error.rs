@@ -32,8 +32,54 @@ pub enum Error {
 
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },
+
+    /// The put a send was grouped into stopped before it reported: its rows may or may not
+    /// be durable, and the send is not acknowledged.
+    #[snafu(display(
+        "the write to {table} shard {shard} was interrupted before it reported; retry the send"
+    ))]
+    Interrupted { table: String, shard: String },
 }
 
+impl Error {
+    /// The same failure for another send of the same grouped put: typed variants keep their
+    /// type (a fence fences every send of the group); anything else keeps its message.
+    pub(crate) fn duplicate(&self, table: &str) -> Error {
+        match self {
+            Error::Fenced {
+                table,
+                shard,
+                message,
+            } => Error::Fenced {
+                table: table.clone(),
+                shard: shard.clone(),
+                message: message.clone(),
+            },
+            Error::Backpressure { table, message } => Error::Backpressure {
+                table: table.clone(),
+                message: message.clone(),
+            },
+            Error::Interrupted { table, shard } => Error::Interrupted {
+                table: table.clone(),
+                shard: shard.clone(),
+            },
+            Error::Lance {
+                action,
+                table,
+                source,
+            } => Error::Lance {
+                action: action.clone(),
+                table: table.clone(),
+                source: lance::Error::io(source.to_string()),
+            },
+            other => Error::Lance {
+                action: "put".into(),
+                table: table.to_owned(),
+                source: lance::Error::io(other.to_string()),
+            },
+        }
+    }
+}
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Classify a Lance error from a writer call: fencing and back-pressure are typed, the

@@ -5,6 +5,7 @@ mod error;
 mod fresh;
 mod gc;
 mod generation;
+mod group;
 mod settings;
 mod shards;
 mod status;

@@ -14,6 +14,7 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{from_lance, Error, LanceSnafu, Result, StorageSnafu};
+use crate::group::GroupWriter;
 use crate::settings::WriterSettings;
 
 /// How a table's writes are spread over shards.
@@ -181,7 +182,7 @@ async fn ensure_primary_key(dataset: &mut Dataset, table: &str) -> Result<()> {
 pub struct TableWriter {
     table: String,
     schema: SchemaRef,
-    shards: Vec<(Uuid, ShardWriter)>,
+    shards: Vec<(Uuid, GroupWriter)>,
     routing: Option<(ShardingSpec, lance::datatypes::Schema)>,
 }
 
@@ -195,6 +196,7 @@ impl TableWriter {
             .await
             .context(StorageSnafu)?;
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
+        let max_group_rows = enrolled.settings.memtable_rows;
         let opens = enrolled.shards.iter().map(|&shard| {
             let dataset = &dataset;
             let config = enrolled.settings.writer_config(shard);
@@ -203,7 +205,8 @@ impl TableWriter {
                     .mem_wal_writer(shard, config)
                     .await
                     .map_err(|e| from_lance(table, &shard, "open writer", e))?;
-                Ok::<_, Error>((shard, writer))
+                let grouped = GroupWriter::new(table, shard, writer, max_group_rows);
+                Ok::<_, Error>((shard, grouped))
             }
         });
         let shards = try_join_all(opens).await?;
@@ -285,17 +288,12 @@ impl TableWriter {
     }
 
     async fn put_on(&self, bucket: usize, batch: RecordBatch) -> Result<()> {
-        let (shard, writer) = &self.shards[bucket];
-        writer
-            .put(vec![batch])
-            .await
-            .map_err(|e| from_lance(&self.table, shard, "put", e))?;
-        Ok(())
+        self.shards[bucket].1.put(batch).await
     }
 
     /// The writers, for status and (later) the fold's freeze.
     pub fn shards(&self) -> impl Iterator<Item = (&Uuid, &ShardWriter)> {
-        self.shards.iter().map(|(id, w)| (id, w))
+        self.shards.iter().map(|(id, w)| (id, w.writer()))
     }
 
     /// Rows in the active memtables (durable in the WAL, not yet flushed to a generation).
@@ -303,6 +301,7 @@ impl TableWriter {
         let mut rows = 0;
         for (shard, writer) in &self.shards {
             let stats = writer
+                .writer()
                 .memtable_stats()
                 .await
                 .map_err(|e| from_lance(&self.table, shard, "memtable stats", e))?;
@@ -316,6 +315,7 @@ impl TableWriter {
     pub async fn freeze(&self) -> Result<()> {
         for (shard, writer) in &self.shards {
             let fence = writer
+                .writer()
                 .force_freeze_active()
                 .await
                 .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
@@ -331,6 +331,8 @@ impl TableWriter {
     pub async fn close(self) -> Result<()> {
         for (shard, writer) in self.shards {
             writer
+                .into_writer()
+                .await
                 .close()
                 .await
                 .map_err(|e| from_lance(&self.table, &shard, "close", e))?;
@@ -342,7 +344,7 @@ impl TableWriter {
     pub fn unflushed_bytes(&self) -> usize {
         self.shards
             .iter()
-            .map(|(_, w)| w.memory().unflushed_bytes())
+            .map(|(_, w)| w.writer().memory().unflushed_bytes())
             .sum()
     }
 }

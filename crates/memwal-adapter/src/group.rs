@@ -1,0 +1,173 @@
+//! Concurrent sends to one shard joined into one Lance put.
+//!
+//! Lance group-commits concurrent durable puts into one WAL append, but each put still
+//! pays its own memtable insert, index apply and durability watch, and puts that reach the
+//! writer spread out start more, smaller appends. Here at most one put per shard is in
+//! flight; the sends that arrive meanwhile wait in a queue and go out together as the
+//! next put. A lone send goes out at once, so its latency is one put's.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use arrow_array::RecordBatch;
+use lance::dataset::mem_wal::ShardWriter;
+use tokio::sync::{oneshot, Notify};
+use uuid::Uuid;
+
+use crate::error::{from_lance, Error, Result};
+
+/// A shard writer whose puts are grouped.
+pub(crate) struct GroupWriter {
+    shared: Arc<Shared>,
+    /// Signalled when a drain task has ended and let go of `shared`.
+    drained: Arc<Notify>,
+}
+
+struct Shared {
+    table: String,
+    shard: Uuid,
+    writer: ShardWriter,
+    /// Lance refuses a put larger than one memtable: a group stays below it.
+    max_group_rows: usize,
+    queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: VecDeque<Waiting>,
+    /// A drain task is running and will take everything queued.
+    draining: bool,
+}
+
+struct Waiting {
+    batch: RecordBatch,
+    done: oneshot::Sender<Result<()>>,
+}
+
+impl GroupWriter {
+    pub fn new(table: &str, shard: Uuid, writer: ShardWriter, max_group_rows: usize) -> Self {
+        GroupWriter {
+            shared: Arc::new(Shared {
+                table: table.to_owned(),
+                shard,
+                writer,
+                max_group_rows,
+                queue: Mutex::new(Queue::default()),
+            }),
+            drained: Arc::new(Notify::new()),
+        }
+    }
+
+    pub fn writer(&self) -> &ShardWriter {
+        &self.shared.writer
+    }
+
+    /// Write `batch`; returns once it is durable in the WAL (with the sends it was grouped
+    /// with), or with the error their put failed with.
+    pub async fn put(&self, batch: RecordBatch) -> Result<()> {
+        let (done, acked) = oneshot::channel();
+        let start_drain = {
+            let mut queue = self.shared.queue();
+            queue.waiting.push_back(Waiting { batch, done });
+            !std::mem::replace(&mut queue.draining, true)
+        };
+        if start_drain {
+            // A task of its own: a caller that stops waiting (a dropped request) must not
+            // cancel a put other sends are waiting on.
+            let shared = self.shared.clone();
+            let drained = self.drained.clone();
+            tokio::spawn(async move {
+                shared.drain().await;
+                drop(shared);
+                drained.notify_one();
+            });
+        }
+        acked.await.unwrap_or_else(|_| {
+            Err(Error::Interrupted {
+                table: self.shared.table.clone(),
+                shard: self.shared.shard.to_string(),
+            })
+        })
+    }
+
+    /// The writer back, once no drain task holds it.
+    pub async fn into_writer(self) -> ShardWriter {
+        let mut shared = self.shared;
+        loop {
+            match Arc::try_unwrap(shared) {
+                Ok(only) => return only.writer,
+                Err(still_shared) => {
+                    shared = still_shared;
+                    self.drained.notified().await;
+                }
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        // Nothing panics while holding the lock; a poisoned queue is still consistent.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    async fn drain(&self) {
+        let _unwinding = DrainGuard { shared: self };
+        while let Some(group) = self.next_group() {
+            let batches = group.iter().map(|w| w.batch.clone()).collect();
+            let result = self
+                .writer
+                .put(batches)
+                .await
+                .map(|_| ())
+                .map_err(|e| from_lance(&self.table, &self.shard, "put", e));
+            for waiting in group {
+                // A sender whose caller stopped waiting has no one to tell.
+                let _ = waiting.done.send(
+                    result
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(|e| e.duplicate(&self.table)),
+                );
+            }
+        }
+    }
+
+    /// The next sends to put together, oldest first, or `None` (and no drain running) when
+    /// the queue is empty.
+    fn next_group(&self) -> Option<Vec<Waiting>> {
+        let mut queue = self.queue();
+        let mut group = Vec::new();
+        let mut rows = 0;
+        while let Some(next) = queue.waiting.pop_front() {
+            let n = next.batch.num_rows();
+            if !group.is_empty() && rows + n > self.max_group_rows {
+                queue.waiting.push_front(next);
+                break;
+            }
+            rows += n;
+            group.push(next);
+        }
+        if group.is_empty() {
+            queue.draining = false;
+            return None;
+        }
+        Some(group)
+    }
+}
+
+/// Ends a drain that unwinds: its waiting sends are told (their senders drop) rather than
+/// left queued behind a drain that no longer runs.
+struct DrainGuard<'a> {
+    shared: &'a Shared,
+}
+
+impl Drop for DrainGuard<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let mut queue = self.shared.queue();
+            queue.waiting.clear();
+            queue.draining = false;
+        }
+    }
+}

@@ -296,16 +296,20 @@ impl TableWriter {
         self.shards.iter().map(|(id, w)| (id, w.writer()))
     }
 
-    /// Rows in the active memtables (durable in the WAL, not yet flushed to a generation).
+    /// Rows in memory (durable in the WAL, not yet flushed to a generation): the active
+    /// memtables and the frozen ones still flushing.
     pub async fn unflushed_rows(&self) -> Result<u64> {
         let mut rows = 0;
         for (shard, writer) in &self.shards {
-            let stats = writer
+            let memtables = writer
                 .writer()
-                .memtable_stats()
+                .in_memory_memtable_refs()
                 .await
-                .map_err(|e| from_lance(&self.table, shard, "memtable stats", e))?;
-            rows += stats.row_count as u64;
+                .map_err(|e| from_lance(&self.table, shard, "read memtables", e))?;
+            rows += std::iter::once(&memtables.active)
+                .chain(&memtables.frozen)
+                .map(|m| m.batch_store.total_rows() as u64)
+                .sum::<u64>();
         }
         Ok(rows)
     }

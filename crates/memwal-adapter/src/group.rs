@@ -2,25 +2,21 @@
 //!
 //! Lance group-commits concurrent durable puts into one WAL append, but each put still
 //! pays its own memtable insert, index apply and durability watch, and puts that reach the
-//! writer spread out start more, smaller appends. Here a shard has at most two puts in
-//! flight (one appending, the next inserted and waiting for it); the sends that arrive
-//! meanwhile wait in a queue and go out together as the next put. A lone send goes out at
-//! once, so its latency is one put's.
+//! writer spread out start more, smaller appends. Here a shard has one put in flight; the
+//! sends that arrive meanwhile wait in a queue and go out together as the next put. A lone
+//! send goes out at once, so its latency is one put's. (Two puts in flight, the next
+//! inserted while the current one appends, measured worse: the second put leaves with
+//! whatever is queued, often one send, and appends multiply.)
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arrow_array::RecordBatch;
-use futures::stream::{FuturesOrdered, StreamExt};
-use lance::dataset::mem_wal::{BatchDurableWatcher, ShardWriter, WriteResult};
+use lance::dataset::mem_wal::ShardWriter;
 use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use crate::error::{from_lance, Error, Result};
-
-/// Puts in flight per shard: one being appended and the next already inserted, so Lance
-/// starts the next append the moment the current one ends.
-const PUTS_IN_FLIGHT: usize = 2;
 
 /// A shard writer whose puts are grouped.
 pub(crate) struct GroupWriter {
@@ -36,8 +32,6 @@ struct Shared {
     /// Lance refuses a put larger than one memtable: a group stays below it.
     max_group_rows: usize,
     queue: Mutex<Queue>,
-    /// Signalled when a send joins the queue of a running drain.
-    arrived: Notify,
 }
 
 #[derive(Default)]
@@ -61,7 +55,6 @@ impl GroupWriter {
                 writer,
                 max_group_rows,
                 queue: Mutex::new(Queue::default()),
-                arrived: Notify::new(),
             }),
             drained: Arc::new(Notify::new()),
         }
@@ -80,9 +73,6 @@ impl GroupWriter {
             queue.waiting.push_back(Waiting { batch, done });
             !std::mem::replace(&mut queue.draining, true)
         };
-        if !start_drain {
-            self.shared.arrived.notify_one();
-        }
         if start_drain {
             // A task of its own: a caller that stops waiting (a dropped request) must not
             // cancel a put other sends are waiting on.
@@ -125,55 +115,52 @@ impl Shared {
 
     async fn drain(&self) {
         let _unwinding = DrainGuard { shared: self };
-        let mut in_flight = FuturesOrdered::new();
+        let mut last_group = 0;
         loop {
-            // Inserts go in arrival order; only the waits for durability overlap.
-            while in_flight.len() < PUTS_IN_FLIGHT {
-                let Some(group) = self.next_group(in_flight.is_empty()) else {
-                    break;
-                };
-                let batches = group.iter().map(|w| w.batch.clone()).collect();
-                let inserted = self.writer.put_no_wait(batches).await;
-                in_flight.push_back(self.settle(group, inserted));
-            }
-            if in_flight.is_empty() {
+            self.gather(last_group).await;
+            let Some(group) = self.next_group() else {
                 return;
-            }
-            tokio::select! {
-                _ = in_flight.next() => {}
-                _ = self.arrived.notified() => {}
+            };
+            last_group = group.len();
+            let batches = group.iter().map(|w| w.batch.clone()).collect();
+            let result = self
+                .writer
+                .put(batches)
+                .await
+                .map(|_| ())
+                .map_err(|e| from_lance(&self.table, &self.shard, "put", e));
+            for waiting in group {
+                // A send whose caller stopped waiting has no one to tell.
+                let _ = waiting.done.send(
+                    result
+                        .as_ref()
+                        .map(|_| ())
+                        .map_err(|e| e.duplicate(&self.table)),
+                );
             }
         }
     }
 
-    /// Wait until the group's rows are durable, then tell each of its sends.
-    async fn settle(
-        &self,
-        group: Vec<Waiting>,
-        inserted: lance::Result<(WriteResult, Option<BatchDurableWatcher>)>,
-    ) {
-        let durable = match inserted {
-            Ok((_, Some(mut watcher))) => watcher.wait().await,
-            Ok((_, None)) => Err(lance::Error::invalid_input(
-                "the writer is not durable: a send is never acknowledged before its rows are",
-            )),
-            Err(error) => Err(error),
-        };
-        let result = durable.map_err(|e| from_lance(&self.table, &self.shard, "put", e));
-        for waiting in group {
-            // A send whose caller stopped waiting has no one to tell.
-            let _ = waiting.done.send(
-                result
-                    .as_ref()
-                    .map(|_| ())
-                    .map_err(|e| e.duplicate(&self.table)),
-            );
+    /// Let the senders the last put acknowledged come back before the next put: a
+    /// producer that waits for its ack before sending again would otherwise miss it by a
+    /// wake-up, and every round would split into a put of one send and a put of the rest.
+    /// Yields to the scheduler (no timer) only while sends keep arriving, up to the last
+    /// group's size, so a lone producer waits for nothing.
+    async fn gather(&self, expected: usize) {
+        let mut queued = self.queue().waiting.len();
+        while queued < expected {
+            tokio::task::yield_now().await;
+            let now = self.queue().waiting.len();
+            if now == queued {
+                break;
+            }
+            queued = now;
         }
     }
 
-    /// The next sends to put together, oldest first, or `None` when the queue is empty
-    /// (then, with `may_stop`, the drain ends: the next send starts another).
-    fn next_group(&self, may_stop: bool) -> Option<Vec<Waiting>> {
+    /// The next sends to put together, oldest first, or `None` (and no drain running) when
+    /// the queue is empty.
+    fn next_group(&self) -> Option<Vec<Waiting>> {
         let mut queue = self.queue();
         let mut group = Vec::new();
         let mut rows = 0;
@@ -187,7 +174,7 @@ impl Shared {
             group.push(next);
         }
         if group.is_empty() {
-            queue.draining = !may_stop;
+            queue.draining = false;
             return None;
         }
         Some(group)

@@ -81,8 +81,9 @@ impl<'a> TableReader<'a> {
     }
 
     /// Rows matching `query`. A filter of the form `id = 'k'` or `id IN (…)` takes Lance's
-    /// point-lookup path in both tiers (the key's BTree at the snapshot; newest generation
-    /// first, bloom filters, then the base, when fresh).
+    /// point-lookup path in both tiers (the key's BTree at the snapshot; when fresh, the
+    /// memtables, then each generation newest first through its own key index, then the
+    /// base).
     pub async fn scan(&self, query: &Query<'_>) -> Result<RecordBatch> {
         let mut plan = self.plan().await?;
         if let Some(columns) = query.select {

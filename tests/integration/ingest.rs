@@ -315,6 +315,27 @@ fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch 
     decoded.batches[0].batch.clone()
 }
 
+/// `sends` concurrent puts of `rows` people each on `writer`, and what each returned.
+async fn concurrent_puts(
+    graph: &Graph,
+    writer: &std::sync::Arc<tributary_memwal_adapter::TableWriter>,
+    sends: usize,
+    rows: usize,
+) -> Vec<tributary_memwal_adapter::Result<()>> {
+    let tasks: Vec<_> = (0..sends)
+        .map(|s| {
+            let writer = writer.clone();
+            let batch = people(graph, &format!("s{s}"), rows);
+            tokio::spawn(async move { writer.put(&batch).await })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    results
+}
+
 fn lance_puts(writer: &tributary_memwal_adapter::TableWriter) -> u64 {
     writer.shards().map(|(_, w)| w.stats().put_count).sum()
 }
@@ -329,15 +350,8 @@ async fn concurrent_sends_share_puts_no_larger_than_a_memtable() {
         ..Default::default()
     };
     let writer = std::sync::Arc::new(person_writer(&graph, &settings).await);
-    let sends: Vec<_> = (0..16)
-        .map(|s| {
-            let writer = writer.clone();
-            let batch = people(&graph, &format!("s{s}"), 2);
-            tokio::spawn(async move { writer.put(&batch).await })
-        })
-        .collect();
-    for send in sends {
-        send.await.unwrap().unwrap();
+    for result in concurrent_puts(&graph, &writer, 16, 2).await {
+        result.unwrap();
     }
     let puts = lance_puts(&writer);
     assert!(
@@ -361,15 +375,8 @@ async fn a_fence_fails_every_send_of_a_group() {
     let first = std::sync::Arc::new(person_writer(&graph, &settings).await);
     first.put(&people(&graph, "before", 1)).await.unwrap();
     let _second = person_writer(&graph, &settings).await;
-    let sends: Vec<_> = (0..8)
-        .map(|s| {
-            let writer = first.clone();
-            let batch = people(&graph, &format!("after{s}"), 1);
-            tokio::spawn(async move { writer.put(&batch).await })
-        })
-        .collect();
-    for send in sends {
-        let error = send.await.unwrap().unwrap_err();
+    for result in concurrent_puts(&graph, &first, 8, 1).await {
+        let error = result.unwrap_err();
         assert!(
             matches!(error, tributary_memwal_adapter::Error::Fenced { .. }),
             "{error}"

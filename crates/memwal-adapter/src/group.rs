@@ -77,11 +77,13 @@ impl GroupWriter {
             // A task of its own: a caller that stops waiting (a dropped request) must not
             // cancel a put other sends are waiting on.
             let shared = self.shared.clone();
-            let drained = self.drained.clone();
+            let ended = NotifyOnDrop(self.drained.clone());
             tokio::spawn(async move {
+                // Declared first, so dropped last (after `shared`), also when the drain
+                // unwinds: `into_writer` waits for it.
+                let _ended = ended;
+                let shared = shared;
                 shared.drain().await;
-                drop(shared);
-                drained.notify_one();
             });
         }
         acked.await.unwrap_or_else(|_| {
@@ -194,5 +196,14 @@ impl Drop for DrainGuard<'_> {
             queue.waiting.clear();
             queue.draining = false;
         }
+    }
+}
+
+/// Signals its `Notify` when dropped.
+struct NotifyOnDrop(Arc<Notify>);
+
+impl Drop for NotifyOnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
     }
 }

@@ -384,3 +384,29 @@ async fn a_fence_fails_every_send_of_a_group() {
     }
     assert!(lance_puts(&first) < 1 + 8, "the sends were grouped");
 }
+
+/// A send whose caller gives up after it was queued (a dropped request) cancels nothing:
+/// the group it joined is still written, every other send of it is acknowledged, and the
+/// writer still closes.
+#[tokio::test]
+async fn an_abandoned_send_leaves_its_group_whole() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let writer =
+        std::sync::Arc::new(person_writer(&graph, &tributary::WriterSettings::default()).await);
+    // Polled once (it queues and starts the drain), then dropped.
+    let gone = people(&graph, "gone", 1);
+    let gave_up = tokio::time::timeout(std::time::Duration::ZERO, writer.put(&gone)).await;
+    assert!(gave_up.is_err(), "abandoned before its ack");
+    for result in concurrent_puts(&graph, &writer, 8, 1).await {
+        result.unwrap();
+    }
+    std::sync::Arc::into_inner(writer)
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    let reader = Graph::open(&uri).await.unwrap();
+    let ids = fresh_ids(&reader, "Person").await;
+    assert_eq!(ids.len(), 9, "{ids:?}");
+    assert!(ids.contains(&"gone-0".to_owned()), "{ids:?}");
+}

@@ -145,6 +145,12 @@ async fn a_second_writer_fences_the_first() {
         ErrorKind::Fenced,
         "never a silent ack after fencing"
     );
+    let status = first.ingest_status("main").await.unwrap();
+    assert_eq!(
+        status.tables.len(),
+        1,
+        "the fenced process still reports status"
+    );
     second.ingest("main").unwrap().warm("Person").await.unwrap();
     let ids = fresh_ids(&second, "Person").await;
     assert!(
@@ -365,6 +371,22 @@ async fn concurrent_sends_share_puts_no_larger_than_a_memtable() {
         .unwrap();
     let reader = Graph::open(&uri).await.unwrap();
     assert_eq!(fresh_ids(&reader, "Person").await.len(), 32);
+}
+
+/// A group also stays within a memtable's bytes: with a 1-byte memtable every send goes
+/// alone.
+#[tokio::test]
+async fn a_group_stays_within_a_memtable_s_bytes() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let settings = tributary::WriterSettings {
+        memtable_bytes: 1,
+        ..Default::default()
+    };
+    let writer = std::sync::Arc::new(person_writer(&graph, &settings).await);
+    for result in concurrent_puts(&graph, &writer, 6, 1).await {
+        result.unwrap();
+    }
+    assert_eq!(lance_puts(&writer), 6);
 }
 
 /// A fence fails every send of the grouped put, each with the typed error.

@@ -129,8 +129,10 @@ impl Graph {
     /// MemWAL should maintain: the key's and the `@index` fields' (`src`/`dst` serve
     /// snapshot joins only). Fresh search is then indexed from the first row, and fresh
     /// vector search, which reads only indexed base rows, misses nothing. The key's BTree
-    /// shares the memtable's primary-key index, and gives every flushed generation an
-    /// index a fresh point lookup probes instead of scanning the generation.
+    /// is listed although Lance maintains a primary key's implicitly: implicitly, a flushed
+    /// generation gets it only as a dedup sidecar, and a fresh point lookup scans the
+    /// generation. Listed, it shares the memtable's key index and each generation carries
+    /// it (pinned by a test, as Lance's docs say not to list it).
     /// Indexes are derived state: a failure is logged, and the table is enrolled without
     /// the indexes that are missing.
     async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {

@@ -29,9 +29,16 @@ struct Shared {
     table: String,
     shard: Uuid,
     writer: ShardWriter,
-    /// Lance refuses a put larger than one memtable: a group stays below it.
-    max_group_rows: usize,
+    limits: GroupLimits,
     queue: Mutex<Queue>,
+}
+
+/// A group fits one memtable: Lance refuses a put of more rows or batches than a memtable
+/// holds, and its bytes bound the memory a group adds at once.
+struct GroupLimits {
+    rows: usize,
+    batches: usize,
+    bytes: usize,
 }
 
 #[derive(Default)]
@@ -47,13 +54,19 @@ struct Waiting {
 }
 
 impl GroupWriter {
-    pub fn new(table: &str, shard: Uuid, writer: ShardWriter, max_group_rows: usize) -> Self {
+    pub fn new(table: &str, shard: Uuid, writer: ShardWriter) -> Self {
+        let config = writer.config();
+        let limits = GroupLimits {
+            rows: config.max_memtable_rows,
+            batches: config.max_memtable_batches,
+            bytes: config.max_memtable_size,
+        };
         GroupWriter {
             shared: Arc::new(Shared {
                 table: table.to_owned(),
                 shard,
                 writer,
-                max_group_rows,
+                limits,
                 queue: Mutex::new(Queue::default()),
             }),
             drained: Arc::new(Notify::new()),
@@ -116,11 +129,15 @@ impl Shared {
     }
 
     async fn drain(&self) {
-        let _unwinding = DrainGuard { shared: self };
+        let mut unfinished = DrainGuard {
+            shared: self,
+            armed: true,
+        };
         let mut last_group = 0;
         loop {
             self.gather(last_group).await;
             let Some(group) = self.next_group() else {
+                unfinished.armed = false;
                 return;
             };
             last_group = group.len();
@@ -165,14 +182,19 @@ impl Shared {
     fn next_group(&self) -> Option<Vec<Waiting>> {
         let mut queue = self.queue();
         let mut group = Vec::new();
-        let mut rows = 0;
+        let (mut rows, mut bytes) = (0, 0);
         while let Some(next) = queue.waiting.pop_front() {
-            let n = next.batch.num_rows();
-            if !group.is_empty() && rows + n > self.max_group_rows {
+            let more_rows = rows + next.batch.num_rows();
+            let more_bytes = bytes + next.batch.get_array_memory_size();
+            let full = more_rows > self.limits.rows
+                || more_bytes > self.limits.bytes
+                || group.len() == self.limits.batches;
+            // A send too large on its own still goes alone, and Lance judges it.
+            if full && !group.is_empty() {
                 queue.waiting.push_front(next);
                 break;
             }
-            rows += n;
+            (rows, bytes) = (more_rows, more_bytes);
             group.push(next);
         }
         if group.is_empty() {
@@ -183,15 +205,16 @@ impl Shared {
     }
 }
 
-/// Ends a drain that unwinds: its waiting sends are told (their senders drop) rather than
-/// left queued behind a drain that no longer runs.
+/// Ends a drain that stops early (it panicked, or its runtime dropped it): its waiting sends
+/// are told (their senders drop) rather than left queued behind a drain that no longer runs.
 struct DrainGuard<'a> {
     shared: &'a Shared,
+    armed: bool,
 }
 
 impl Drop for DrainGuard<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if self.armed {
             let mut queue = self.shared.queue();
             queue.waiting.clear();
             queue.draining = false;

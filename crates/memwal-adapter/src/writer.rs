@@ -196,7 +196,6 @@ impl TableWriter {
             .await
             .context(StorageSnafu)?;
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
-        let max_group_rows = enrolled.settings.memtable_rows;
         let opens = enrolled.shards.iter().map(|&shard| {
             let dataset = &dataset;
             let config = enrolled.settings.writer_config(shard);
@@ -205,7 +204,7 @@ impl TableWriter {
                     .mem_wal_writer(shard, config)
                     .await
                     .map_err(|e| from_lance(table, &shard, "open writer", e))?;
-                let grouped = GroupWriter::new(table, shard, writer, max_group_rows);
+                let grouped = GroupWriter::new(table, shard, writer);
                 Ok::<_, Error>((shard, grouped))
             }
         });
@@ -297,19 +296,25 @@ impl TableWriter {
     }
 
     /// Rows in memory (durable in the WAL, not yet flushed to a generation): the active
-    /// memtables and the frozen ones still flushing.
+    /// memtables and the frozen ones still flushing. A fenced writer hands out no
+    /// memtables; its active one is still counted.
     pub async fn unflushed_rows(&self) -> Result<u64> {
         let mut rows = 0;
         for (shard, writer) in &self.shards {
-            let memtables = writer
-                .writer()
-                .in_memory_memtable_refs()
-                .await
-                .map_err(|e| from_lance(&self.table, shard, "read memtables", e))?;
-            rows += std::iter::once(&memtables.active)
-                .chain(&memtables.frozen)
-                .map(|m| m.batch_store.total_rows() as u64)
-                .sum::<u64>();
+            let writer = writer.writer();
+            rows += match writer.in_memory_memtable_refs().await {
+                Ok(memtables) => std::iter::once(&memtables.active)
+                    .chain(&memtables.frozen)
+                    .map(|m| m.batch_store.total_rows() as u64)
+                    .sum::<u64>(),
+                Err(_) => {
+                    let stats = writer
+                        .memtable_stats()
+                        .await
+                        .map_err(|e| from_lance(&self.table, shard, "memtable stats", e))?;
+                    stats.row_count as u64
+                }
+            };
         }
         Ok(rows)
     }

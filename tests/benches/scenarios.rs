@@ -142,7 +142,8 @@ async fn ingest_scenario(producers: usize, sends: usize, rows: usize) -> Measure
 
 /// The same shape of work straight on a Lance `ShardWriter` over the same fsyncing store,
 /// with the same writer settings and maintained indexes (the graph enrols the table; the
-/// raw writer takes a shard of its own): the floor ingest is measured against.
+/// raw writer takes a shard of its own), one Lance put per send: the baseline ingest is
+/// measured against (ingest joins concurrent sends into shared puts, so it can beat it).
 async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measured {
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();

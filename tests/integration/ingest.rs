@@ -298,7 +298,7 @@ async fn unflushed_memory_stays_bounded_under_load() {
 async fn person_writer(
     graph: &Graph,
     settings: &tributary::WriterSettings,
-) -> tributary_memwal_adapter::TableWriter {
+) -> std::sync::Arc<tributary_memwal_adapter::TableWriter> {
     use tributary_memwal_adapter::{enroll, Sharding, TableWriter};
     let store = graph.store();
     let enrolled = enroll(
@@ -310,7 +310,7 @@ async fn person_writer(
     )
     .await
     .unwrap();
-    TableWriter::open(store, &enrolled).await.unwrap()
+    std::sync::Arc::new(TableWriter::open(store, &enrolled).await.unwrap())
 }
 
 fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch {
@@ -342,8 +342,43 @@ async fn concurrent_puts(
     results
 }
 
+/// As `concurrent_puts`, every send acknowledged; the Lance puts they made.
+async fn lance_puts_of_acked_sends(
+    graph: &Graph,
+    writer: &std::sync::Arc<tributary_memwal_adapter::TableWriter>,
+    sends: usize,
+    rows: usize,
+) -> u64 {
+    for result in concurrent_puts(graph, writer, sends, rows).await {
+        result.unwrap();
+    }
+    lance_puts(writer)
+}
+
 fn lance_puts(writer: &tributary_memwal_adapter::TableWriter) -> u64 {
     writer.shards().map(|(_, w)| w.stats().put_count).sum()
+}
+
+/// Close `writer` (flushing its memtables), then the ids another process reads fresh.
+async fn ids_after_close(
+    writer: std::sync::Arc<tributary_memwal_adapter::TableWriter>,
+    uri: &str,
+) -> Vec<String> {
+    std::sync::Arc::into_inner(writer)
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    fresh_ids(&Graph::open(uri).await.unwrap(), "Person").await
+}
+
+/// Writer settings whose memtables hold `rows` rows and `bytes` bytes.
+fn memtable_of(rows: usize, bytes: usize) -> tributary::WriterSettings {
+    tributary::WriterSettings {
+        memtable_rows: rows,
+        memtable_bytes: bytes,
+        ..Default::default()
+    }
 }
 
 /// Concurrent sends to one shard go out as fewer Lance puts, never larger than a memtable,
@@ -351,26 +386,13 @@ fn lance_puts(writer: &tributary_memwal_adapter::TableWriter) -> u64 {
 #[tokio::test]
 async fn concurrent_sends_share_puts_no_larger_than_a_memtable() {
     let (_dir, uri, graph) = temp_graph().await;
-    let settings = tributary::WriterSettings {
-        memtable_rows: 8,
-        ..Default::default()
-    };
-    let writer = std::sync::Arc::new(person_writer(&graph, &settings).await);
-    for result in concurrent_puts(&graph, &writer, 16, 2).await {
-        result.unwrap();
-    }
-    let puts = lance_puts(&writer);
+    let writer = person_writer(&graph, &memtable_of(8, 64 << 20)).await;
+    let puts = lance_puts_of_acked_sends(&graph, &writer, 16, 2).await;
     assert!(
         (4..16).contains(&puts),
         "16 sends of 2 rows, at most 8 rows a put: {puts} puts"
     );
-    std::sync::Arc::into_inner(writer)
-        .unwrap()
-        .close()
-        .await
-        .unwrap();
-    let reader = Graph::open(&uri).await.unwrap();
-    assert_eq!(fresh_ids(&reader, "Person").await.len(), 32);
+    assert_eq!(ids_after_close(writer, &uri).await.len(), 32);
 }
 
 /// A group also stays within a memtable's bytes: with a 1-byte memtable every send goes
@@ -378,15 +400,8 @@ async fn concurrent_sends_share_puts_no_larger_than_a_memtable() {
 #[tokio::test]
 async fn a_group_stays_within_a_memtable_s_bytes() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let settings = tributary::WriterSettings {
-        memtable_bytes: 1,
-        ..Default::default()
-    };
-    let writer = std::sync::Arc::new(person_writer(&graph, &settings).await);
-    for result in concurrent_puts(&graph, &writer, 6, 1).await {
-        result.unwrap();
-    }
-    assert_eq!(lance_puts(&writer), 6);
+    let writer = person_writer(&graph, &memtable_of(100_000, 1)).await;
+    assert_eq!(lance_puts_of_acked_sends(&graph, &writer, 6, 1).await, 6);
 }
 
 /// A fence fails every send of the grouped put, each with the typed error.
@@ -394,7 +409,7 @@ async fn a_group_stays_within_a_memtable_s_bytes() {
 async fn a_fence_fails_every_send_of_a_group() {
     let (_dir, _uri, graph) = temp_graph().await;
     let settings = tributary::WriterSettings::default();
-    let first = std::sync::Arc::new(person_writer(&graph, &settings).await);
+    let first = person_writer(&graph, &settings).await;
     first.put(&people(&graph, "before", 1)).await.unwrap();
     let _second = person_writer(&graph, &settings).await;
     for result in concurrent_puts(&graph, &first, 8, 1).await {
@@ -413,8 +428,7 @@ async fn a_fence_fails_every_send_of_a_group() {
 #[tokio::test]
 async fn an_abandoned_send_leaves_its_group_whole() {
     let (_dir, uri, graph) = temp_graph().await;
-    let writer =
-        std::sync::Arc::new(person_writer(&graph, &tributary::WriterSettings::default()).await);
+    let writer = person_writer(&graph, &tributary::WriterSettings::default()).await;
     // Polled once (it queues and starts the drain), then dropped.
     let gone = people(&graph, "gone", 1);
     let gave_up = tokio::time::timeout(std::time::Duration::ZERO, writer.put(&gone)).await;
@@ -422,13 +436,7 @@ async fn an_abandoned_send_leaves_its_group_whole() {
     for result in concurrent_puts(&graph, &writer, 8, 1).await {
         result.unwrap();
     }
-    std::sync::Arc::into_inner(writer)
-        .unwrap()
-        .close()
-        .await
-        .unwrap();
-    let reader = Graph::open(&uri).await.unwrap();
-    let ids = fresh_ids(&reader, "Person").await;
+    let ids = ids_after_close(writer, &uri).await;
     assert_eq!(ids.len(), 9, "{ids:?}");
     assert!(ids.contains(&"gone-0".to_owned()), "{ids:?}");
 }

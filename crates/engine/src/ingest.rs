@@ -34,7 +34,7 @@ pub struct Ingestor<'g> {
 }
 
 /// The warm writers of a graph, per (table, branch). Every send looks its writer up, so the
-/// lookup is a plain read lock that never waits on the scheduler; opening a writer (enrolment,
+/// lookup is a plain read lock that never waits on the scheduler; opening a writer (enrollment,
 /// replay) is serialised on its own async lock so only cold sends queue behind it.
 #[derive(Default)]
 pub(crate) struct Writers {
@@ -110,7 +110,7 @@ impl Graph {
             }
         };
         let writer = Arc::new(
-            TableWriter::open(&self.store, &enrolled)
+            TableWriter::open(&enrolled)
                 .await
                 .map_err(Error::from_memwal)?,
         );

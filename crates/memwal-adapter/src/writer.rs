@@ -44,6 +44,8 @@ pub struct Enrolled {
     /// Shard of each bucket, by bucket number.
     pub shards: Vec<Uuid>,
     spec: Option<ShardingSpec>,
+    /// The table as the enrollment was read from it: the writers open from it.
+    dataset: Dataset,
 }
 
 /// The enrollment of `table`, when it has one: one open of the table, no write.
@@ -133,6 +135,7 @@ async fn enrollment_of(
                 .first()
                 .cloned()
                 .filter(|_| buckets > 1),
+            dataset: dataset.clone(),
         }
     }))
 }
@@ -189,15 +192,11 @@ pub struct TableWriter {
 impl TableWriter {
     /// Open (and claim) a writer per shard: this fences any earlier writer of those shards,
     /// and replays their durable WAL.
-    pub async fn open(store: &GraphStore, enrolled: &Enrolled) -> Result<TableWriter> {
+    pub async fn open(enrolled: &Enrolled) -> Result<TableWriter> {
         let table = enrolled.table.as_str();
-        let dataset = store
-            .open_dataset(table, None)
-            .await
-            .context(StorageSnafu)?;
+        let dataset = &enrolled.dataset;
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
         let opens = enrolled.shards.iter().map(|&shard| {
-            let dataset = &dataset;
             let config = enrolled.settings.writer_config(shard);
             async move {
                 let writer = dataset

@@ -5,7 +5,7 @@
 pub mod decode;
 pub mod schema;
 
-pub use decode::{decode_str, Decoded, Decoder, LineError, TypeBatch};
+pub use decode::{decode_str, edge_id, Decoded, Decoder, LineError, TypeBatch};
 pub use schema::{
     Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,
     Number, Position, RangeBound, SchemaError, StreamOptions, TypeDef, TypeKind,

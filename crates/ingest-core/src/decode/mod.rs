@@ -17,6 +17,29 @@ use arrow_array::RecordBatch;
 
 pub use decoder::Decoder;
 
+/// The id of an edge without its own `@key`: `src->dst`, with `\` and `->` inside either
+/// key escaped (`\\`, `\->`) so that no two endpoint pairs share an id (`a`→`b->c` and
+/// `a->b`→`c` would otherwise both be `a->b->c`). Keys without those characters — almost
+/// all — keep the plain `src->dst`.
+pub fn edge_id(src: &str, dst: &str) -> String {
+    let mut id = String::with_capacity(src.len() + dst.len() + 2);
+    escape_endpoint(src, &mut id);
+    id.push_str("->");
+    escape_endpoint(dst, &mut id);
+    id
+}
+
+fn escape_endpoint(key: &str, out: &mut String) {
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '-' if chars.peek() == Some(&'>') => out.push_str("\\-"),
+            c => out.push(c),
+        }
+    }
+}
+
 use crate::schema::Catalog;
 
 /// Everything decoded since the last `finish`.

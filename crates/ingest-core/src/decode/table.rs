@@ -107,7 +107,7 @@ impl<'c> TableBuilder<'c> {
         match (&row.key, &row.endpoints) {
             (Some(key), _) => key.write_to(&mut self.ids),
             (None, Some((src, dst))) => {
-                let _ = write!(self.ids, "{src}->{dst}");
+                let _ = self.ids.write_str(&super::edge_id(src, dst));
             }
             // Staging refuses rows with neither; keep the columns aligned regardless.
             (None, None) => {}

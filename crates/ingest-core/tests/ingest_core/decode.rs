@@ -455,3 +455,37 @@ fn defaults_of_every_kind_fill_absent_fields() {
         .as_primitive::<Float32Type>();
     assert_eq!(ratio.value(0), 1.0);
 }
+
+#[test]
+fn edge_ids_of_different_endpoints_never_collide() {
+    use ingest_core::edge_id;
+    assert_eq!(
+        edge_id("ada", "bob"),
+        "ada->bob",
+        "plain keys keep the plain id"
+    );
+    assert_ne!(edge_id("a", "b->c"), edge_id("a->b", "c"));
+    // Every pair of keys up to three characters over the characters that matter.
+    let alphabet = ['a', '-', '>', '\\'];
+    let mut keys = vec![String::new()];
+    for _ in 0..3 {
+        let longer: Vec<String> = keys
+            .iter()
+            .flat_map(|k| alphabet.iter().map(move |c| format!("{k}{c}")))
+            .collect();
+        keys.extend(longer);
+    }
+    keys.sort();
+    keys.dedup();
+    let mut seen = std::collections::HashMap::new();
+    for src in &keys {
+        for dst in &keys {
+            if let Some(other) = seen.insert(edge_id(src, dst), (src.clone(), dst.clone())) {
+                panic!(
+                    "{src:?}->{dst:?} and {other:?} share the id {}",
+                    edge_id(src, dst)
+                );
+            }
+        }
+    }
+}

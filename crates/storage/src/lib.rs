@@ -25,6 +25,14 @@ pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
 pub use error::{Error, Result};
 pub use wrapper::GraphStoreWrapper;
 
+/// One object listed below a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub size: u64,
+    pub modified: Option<std::time::SystemTime>,
+}
+
 /// A SQL string literal for Lance filters: `it's` → `'it''s'`.
 pub fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
@@ -236,6 +244,52 @@ impl GraphStore {
             .into_iter()
             .filter_map(|meta| Some((meta.location.filename()?.to_owned(), meta.size)))
             .collect())
+    }
+
+    /// The objects directly below `dir`: name, size and when each was last written.
+    pub async fn entries(&self, dir: &str) -> Result<Vec<Entry>> {
+        let prefix = self.path_of(dir);
+        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
+            Ok(listing) => listing,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(source).context(ObjectStoreSnafu {
+                    path: prefix.to_string(),
+                })
+            }
+        };
+        Ok(listing
+            .objects
+            .into_iter()
+            .filter_map(|meta| {
+                Some(Entry {
+                    name: meta.location.filename()?.to_owned(),
+                    size: meta.size,
+                    modified: Some(meta.last_modified.into()),
+                })
+            })
+            .collect())
+    }
+
+    /// Write a small object only if none exists at `relative` (the store arbitrates: of
+    /// several processes racing, exactly one creates it). `false` when it already existed.
+    pub async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
+        let path = self.path_of(relative);
+        let options = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .raw
+            .put_opts(&path, PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(source) => Err(source).context(ObjectStoreSnafu {
+                path: path.to_string(),
+            }),
+        }
     }
 
     /// Names (relative to `dir`) of the objects directly below `dir`, sorted.

@@ -309,6 +309,114 @@ async fn a_fenced_writer_fails_with_a_typed_fence() {
     );
 }
 
+/// Closing a fenced writer with rows in its memtable fails as an untyped I/O error (its
+/// flush's durability result) carrying the fence's text ("Writer fenced"): the adapter
+/// tells it by that text.
+#[tokio::test]
+async fn closing_a_fenced_writer_fails_with_an_untyped_fence() {
+    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
+    let (_dir, store, mut dataset) = person_table().await;
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .unwrap();
+    let shard = uuid::Uuid::new_v4();
+    let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
+    let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
+    let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
+    let catalog = ingest_core::Catalog::parse(tributary_tests::SCHEMA).unwrap();
+    let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
+    let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
+    first.put(vec![batch]).await.unwrap();
+    let reopened = store
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
+    let _second = reopened.mem_wal_writer(shard, config).await.unwrap();
+    let error = first.close().await.unwrap_err();
+    assert!(error.fence_reason().is_none(), "now typed: {error:?}");
+    assert!(error.to_string().contains("Writer fenced"), "{error}");
+}
+
+/// A writer claiming a shard puts a data-less sentinel at the WAL tip: the slot the
+/// previous writer appends to next, which is how that writer learns it is fenced. Lance's
+/// appender re-checks the epoch only when a slot is taken, so with the sentinel's slot
+/// freed the fenced writer's put succeeds — an acknowledgement no writer will ever replay.
+/// Cleanup therefore keeps sentinels; it tells them by reading entries under 4 KiB. Each
+/// entry also names its memtable generation.
+#[tokio::test]
+async fn a_fenced_writer_acknowledges_into_a_freed_sentinel_slot() {
+    use lance::dataset::mem_wal::util::wal_entry_filename;
+    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig, WalTailer};
+    let (_dir, store, mut dataset) = person_table().await;
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .unwrap();
+    let shard = uuid::Uuid::new_v4();
+    let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
+    let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
+    let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
+    let catalog = ingest_core::Catalog::parse(tributary_tests::SCHEMA).unwrap();
+    let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
+    let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
+    first.put(vec![batch.clone()]).await.unwrap();
+    let reopened = store
+        .open_dataset("nodes/Person.lance", None)
+        .await
+        .unwrap();
+    let _second = reopened.mem_wal_writer(shard, config).await.unwrap();
+
+    let wal_dir = format!("nodes/Person.lance/_mem_wal/{shard}/wal");
+    // An entry records the memtable generation of its rows under the schema-metadata
+    // key "generation" (tails skip entries of generations already flushed).
+    let first_entry = store
+        .get(&format!("{wal_dir}/{}", wal_entry_filename(1)))
+        .await
+        .unwrap()
+        .unwrap();
+    let reader =
+        arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(first_entry), None).unwrap();
+    assert_eq!(
+        reader
+            .schema()
+            .metadata()
+            .get("generation")
+            .map(String::as_str),
+        Some("1"),
+        "{:?}",
+        reader.schema().metadata()
+    );
+    let sizes: std::collections::HashMap<String, u64> =
+        store.sizes(&wal_dir).await.unwrap().into_iter().collect();
+    let sentinel_name = wal_entry_filename(2);
+    assert!(
+        sizes[&sentinel_name] < 4096,
+        "sentinel of {} bytes",
+        sizes[&sentinel_name]
+    );
+    let tailer = WalTailer::new(
+        reopened.object_store(None).await.unwrap(),
+        reopened.branch_location().path.clone(),
+        shard,
+    );
+    let sentinel = tailer.read_entry(2).await.unwrap().unwrap();
+    assert!(sentinel.batches.is_empty(), "the sentinel carries rows");
+
+    store
+        .delete(&format!("{wal_dir}/{sentinel_name}"))
+        .await
+        .unwrap();
+    first
+        .put(vec![batch])
+        .await
+        .expect("Lance now re-checks the fence after an append: the sentinel rule may go");
+}
+
 /// RFC open question Q1: the MemWAL compaction marker rides a *staged* merge-insert and
 /// lands atomically with its data; staging alone changes nothing; folding the same
 /// generation again is refused at commit ("Stale SSTable compaction").

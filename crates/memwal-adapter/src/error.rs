@@ -42,6 +42,12 @@ pub enum Error {
 }
 
 impl Error {
+    /// The writer can never acknowledge again (another writer claimed its shard, or its
+    /// own WAL write failed and it poisoned itself): reopen the shard, which replays it.
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, Error::Fenced { .. })
+    }
+
     /// The same failure for another send of the same grouped put: typed variants keep their
     /// type (a fence fences every send of the group); anything else keeps its message.
     pub(crate) fn duplicate(&self, table: &str) -> Error {
@@ -90,9 +96,13 @@ pub(crate) fn from_lance(
     action: &str,
     source: lance::Error,
 ) -> Error {
-    // A writer open that loses the epoch race is an I/O error in Lance 14, not `Fenced`.
-    let lost_claim = source.to_string().contains("another writer claimed epoch");
-    if source.fence_reason().is_some() || lost_claim {
+    // Two fences are I/O errors in Lance 14, told only by their text (both pinned by
+    // surface guards): a writer open that loses the epoch race, and `close` of a writer
+    // another one fenced.
+    let text = source.to_string();
+    let untyped_fence =
+        text.contains("another writer claimed epoch") || text.contains("Writer fenced");
+    if source.fence_reason().is_some() || untyped_fence {
         Error::Fenced {
             table: table.to_owned(),
             shard: shard.to_string(),

@@ -8,6 +8,7 @@ use tributary_storage::GraphStore;
 
 use crate::error::{LanceSnafu, Result, StorageSnafu};
 use crate::shards::shard_manifests;
+use crate::tail::read_wal_entry;
 
 /// What one collection removed from one table's MemWAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -32,7 +33,8 @@ impl MemWalGarbage {
 
 /// Remove from `table`'s MemWAL what can never be read again:
 /// - WAL entries at or before the shard's `replay_after` position (flushed to a
-///   generation: a writer never replays them);
+///   generation: a writer never replays them), except fence sentinels (see
+///   [`is_fence_sentinel`]) and the shard's newest entry (the WAL tip);
 /// - generations at or below the compaction mark of `published_version` (the table
 ///   version the graph head pins; a fold of them is visible, so neither folds nor fresh
 ///   reads at the head use them);
@@ -67,17 +69,31 @@ pub async fn collect_memwal_garbage(
         };
         let shard_dir = format!("{table}/_mem_wal/{shard}");
         let wal_dir = format!("{shard_dir}/wal");
-        for (name, size) in store.sizes(&wal_dir).await.context(StorageSnafu)? {
-            let flushed = parse_bit_reversed_filename(&name)
-                .is_some_and(|position| position <= manifest.replay_after_wal_entry_position);
-            if flushed {
-                store
-                    .delete(&format!("{wal_dir}/{name}"))
-                    .await
-                    .context(StorageSnafu)?;
-                removed.wal_entries += 1;
-                removed.bytes += size;
+        let listed: Vec<(u64, String, u64)> = store
+            .sizes(&wal_dir)
+            .await
+            .context(StorageSnafu)?
+            .into_iter()
+            .filter_map(|(name, size)| Some((parse_bit_reversed_filename(&name)?, name, size)))
+            .collect();
+        // The tip stays: a writer that claims the shard next finds the tip from the
+        // manifest's last position and puts its fence sentinel just past it — the slot
+        // the previous writer appends to next. Without the tip it would look lower, and
+        // leave that slot free.
+        let tip = listed.iter().map(|(position, _, _)| *position).max();
+        for (position, name, size) in listed {
+            if position > manifest.replay_after_wal_entry_position
+                || Some(position) == tip
+                || is_fence_sentinel(store, table, &format!("{wal_dir}/{name}"), size).await?
+            {
+                continue;
             }
+            store
+                .delete(&format!("{wal_dir}/{name}"))
+                .await
+                .context(StorageSnafu)?;
+            removed.wal_entries += 1;
+            removed.bytes += size;
         }
         if let Some(mark) = marks
             .iter()
@@ -101,4 +117,23 @@ pub async fn collect_memwal_garbage(
             .context(lance("prune shard manifests"))? as u64;
     }
     Ok(removed)
+}
+
+/// A fence sentinel (an empty Arrow stream with two metadata keys) is far smaller than
+/// this, so only entries below it are read to tell.
+const SENTINEL_MAX_BYTES: u64 = 4096;
+
+/// Whether the WAL entry at `path` is a fence sentinel: the data-less entry a new writer
+/// puts at the WAL tip when it claims a shard. The fenced writer's next append targets
+/// exactly that slot and learns it is fenced by finding it taken; Lance does not re-check
+/// the epoch after an append that succeeds. Freeing the slot would let a stalled writer
+/// append there and acknowledge rows no writer ever replays, so sentinels are never
+/// collected (one small object per writer open).
+async fn is_fence_sentinel(store: &GraphStore, table: &str, path: &str, size: u64) -> Result<bool> {
+    if size > SENTINEL_MAX_BYTES {
+        return Ok(false);
+    }
+    Ok(read_wal_entry(store, table, path)
+        .await?
+        .is_some_and(|entry| entry.rows == 0))
 }

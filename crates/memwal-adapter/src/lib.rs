@@ -9,6 +9,7 @@ mod group;
 mod settings;
 mod shards;
 mod status;
+mod tail;
 mod writer;
 
 pub use error::{Error, Result};
@@ -18,4 +19,5 @@ pub use generation::generation_rows;
 pub use lance::dataset::mem_wal::LsmScanner;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
+pub use tail::{drain_shard, wal_tails, TailDepth, WalTail};
 pub use writer::{enroll, enrollment, shard_id, Enrolled, Sharding, TableWriter};

@@ -48,6 +48,13 @@ pub struct Enrolled {
     dataset: Dataset,
 }
 
+impl Enrolled {
+    /// The table as the enrollment was read from it.
+    pub fn dataset(&self) -> &Dataset {
+        &self.dataset
+    }
+}
+
 /// The enrollment of `table`, when it has one: one open of the table, no write.
 pub async fn enrollment(
     store: &GraphStore,
@@ -320,32 +327,46 @@ impl TableWriter {
 
     /// Freeze every shard's active memtable and wait until it is a flushed generation:
     /// the fold's cut. Rows acknowledged before this call are in a generation after it.
+    /// Every shard is attempted (one fenced shard must not leave the others unflushed);
+    /// the first failure is returned.
     pub async fn freeze(&self) -> Result<()> {
+        let mut first_error = None;
         for (shard, writer) in &self.shards {
-            let fence = writer
-                .writer()
-                .force_freeze_active()
-                .await
-                .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
-            fence
-                .wait()
-                .await
-                .map_err(|e| from_lance(&self.table, shard, "flush", e))?;
+            let frozen = async {
+                let fence = writer
+                    .writer()
+                    .force_freeze_active()
+                    .await
+                    .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
+                fence
+                    .wait()
+                    .await
+                    .map_err(|e| from_lance(&self.table, shard, "flush", e))
+            }
+            .await;
+            if let Err(error) = frozen {
+                first_error.get_or_insert(error);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
-    /// Flush the WAL and the memtables to generations, and release the shards.
+    /// Flush the WAL and the memtables to generations, and release the shards. Every
+    /// shard is attempted; the first failure is returned.
     pub async fn close(self) -> Result<()> {
+        let mut first_error = None;
         for (shard, writer) in self.shards {
-            writer
+            let closed = writer
                 .into_writer()
                 .await
                 .close()
                 .await
-                .map_err(|e| from_lance(&self.table, &shard, "close", e))?;
+                .map_err(|e| from_lance(&self.table, &shard, "close", e));
+            if let Err(error) = closed {
+                first_error.get_or_insert(error);
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Bytes written but not yet flushed to a generation, over all shards.

@@ -1,0 +1,184 @@
+//! WAL tails: rows a shard's WAL holds that no flushed generation does yet.
+//!
+//! A writer's acknowledged rows sit in its WAL and memtable until a freeze flushes them to
+//! a generation. When that writer is gone (its process stopped or crashed) the rows stay
+//! only in the WAL, and Lance replays them only when a writer opens the shard. A fold
+//! must therefore find such tails and claim their shards (open and close a writer), or
+//! the rows would surface later, after newer writes, and overwrite them.
+
+use std::time::{Duration, SystemTime};
+
+use lance::dataset::mem_wal::util::{parse_bit_reversed_filename, wal_entry_filename};
+use lance::dataset::mem_wal::DatasetMemWalExt;
+use snafu::ResultExt;
+use tributary_storage::GraphStore;
+use uuid::Uuid;
+
+use arrow_ipc::reader::StreamReader;
+
+use crate::error::{from_lance, Error, LanceSnafu, Result, StorageSnafu};
+use crate::shards::shard_manifests;
+use crate::writer::Enrolled;
+
+/// The WAL entries of one shard above its flushed position (`replay_after`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WalTail {
+    pub shard: Uuid,
+    /// WAL entries above the flushed position that carry rows (a takeover's fence
+    /// sentinel carries none and is not counted).
+    pub entries: u64,
+    /// Rows in those entries (counted only when asked for: it reads every entry).
+    pub rows: Option<u64>,
+    /// When the newest of them was written.
+    pub newest_at: Option<SystemTime>,
+}
+
+/// How much of a tail to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TailDepth {
+    /// Whether the tail has rows: reads entries from the newest down to the first with
+    /// rows (one read, unless sentinels sit on top).
+    Presence,
+    /// Every entry, to count rows and entries (for status).
+    Count,
+}
+
+/// The WAL tails of every shard of `table` that has one (shards whose WAL is fully flushed
+/// are left out); with `idle_for`, only tails with no entry written for that long (told
+/// from the listing, before any entry is read). `None` when the table is not enrolled.
+pub async fn wal_tails(
+    store: &GraphStore,
+    table: &str,
+    depth: TailDepth,
+    idle_for: Option<Duration>,
+) -> Result<Option<Vec<WalTail>>> {
+    let dataset = store
+        .open_dataset(table, None)
+        .await
+        .context(StorageSnafu)?;
+    let lance = |action: &'static str| LanceSnafu { action, table };
+    if dataset
+        .mem_wal_index_details()
+        .await
+        .context(lance("read index"))?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let mut tails = Vec::new();
+    for (manifests, manifest) in shard_manifests(&dataset, table).await? {
+        let shard = manifests.shard_id();
+        let flushed = manifest
+            .as_ref()
+            .map_or(0, |m| m.replay_after_wal_entry_position);
+        let wal_dir = format!("{table}/_mem_wal/{shard}/wal");
+        let mut above: Vec<(u64, Option<SystemTime>)> = store
+            .entries(&wal_dir)
+            .await
+            .context(StorageSnafu)?
+            .into_iter()
+            .filter_map(|entry| {
+                let position = parse_bit_reversed_filename(&entry.name)?;
+                (position > flushed).then_some((position, entry.modified))
+            })
+            .collect();
+        if above.is_empty() {
+            continue;
+        }
+        if let Some(idle_for) = idle_for {
+            let newest = above.iter().filter_map(|(_, modified)| *modified).max();
+            let age = newest.and_then(|t| SystemTime::now().duration_since(t).ok());
+            if age.is_none_or(|age| age < idle_for) {
+                continue;
+            }
+        }
+        // Newest first: a presence check stops at the first entry with rows.
+        above.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+        let current = manifest.as_ref().map_or(0, |m| m.current_generation);
+        let mut tail = WalTail {
+            shard,
+            ..WalTail::default()
+        };
+        let mut rows = 0u64;
+        for (position, modified) in above {
+            let path = format!("{wal_dir}/{}", wal_entry_filename(position));
+            let Some(entry) = read_wal_entry(store, table, &path).await? else {
+                continue;
+            };
+            // A flush's covered position can trail its generation's last entry: entries
+            // of a generation already flushed sit above `replay_after`, and replay skips
+            // them. They are not a tail (claiming for them would flush nothing).
+            let flushed = entry.generation.is_some_and(|g| g < current);
+            if entry.rows == 0 || flushed {
+                continue;
+            }
+            tail.entries += 1;
+            rows += entry.rows;
+            tail.newest_at = tail.newest_at.max(modified);
+            if depth == TailDepth::Presence {
+                break;
+            }
+        }
+        if depth == TailDepth::Count {
+            tail.rows = Some(rows);
+        }
+        if tail.entries > 0 {
+            tails.push(tail);
+        }
+    }
+    Ok(Some(tails))
+}
+
+/// Bring a shard's WAL tail into a generation: claim the shard (which fences its writer,
+/// if one still runs, and replays the tail), then close, which flushes the replayed rows.
+pub async fn drain_shard(enrolled: &Enrolled, shard: Uuid) -> Result<()> {
+    let table = enrolled.table.as_str();
+    let writer = enrolled
+        .dataset()
+        .mem_wal_writer(shard, enrolled.settings.writer_config(shard))
+        .await
+        .map_err(|e| from_lance(table, &shard, "claim shard", e))?;
+    writer
+        .close()
+        .await
+        .map_err(|e| from_lance(table, &shard, "flush claimed shard", e))
+}
+
+/// The schema-metadata key under which a WAL entry records its memtable generation
+/// (Lance's `GENERATION_KEY`, private to its `wal` module; pinned by a surface guard).
+const GENERATION_KEY: &str = "generation";
+
+/// What one WAL entry holds, as far as tails and cleanup need to know.
+pub(crate) struct WalEntry {
+    /// Rows in the entry; a fence sentinel has none.
+    pub rows: u64,
+    /// The memtable generation its rows belong to, when recorded.
+    pub generation: Option<u64>,
+}
+
+/// Read the WAL entry at `path` (an Arrow IPC stream; `None` if it is gone).
+pub(crate) async fn read_wal_entry(
+    store: &GraphStore,
+    table: &str,
+    path: &str,
+) -> Result<Option<WalEntry>> {
+    let Some(bytes) = store.get(path).await.context(StorageSnafu)? else {
+        return Ok(None);
+    };
+    let unreadable = |message: String| Error::InvalidSetting {
+        table: table.to_owned(),
+        message: format!("unreadable WAL entry {path}: {message}"),
+    };
+    let reader = StreamReader::try_new(std::io::Cursor::new(bytes), None)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let generation = reader
+        .schema()
+        .metadata()
+        .get(GENERATION_KEY)
+        .and_then(|g| g.parse().ok());
+    let mut rows = 0u64;
+    for batch in reader {
+        rows += batch.map_err(|e| unreadable(e.to_string()))?.num_rows() as u64;
+    }
+    Ok(Some(WalEntry { rows, generation }))
+}

@@ -1,5 +1,6 @@
 //! Workspace integration tests: one binary (each test binary links Lance), modules inside.
 
+mod acknowledged;
 mod cleanup;
 mod columns;
 mod fold;

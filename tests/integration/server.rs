@@ -468,3 +468,46 @@ async fn sixteen_connections_two_thousand_requests_lose_nothing() {
         "no acknowledged row lost"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_drops_a_load_mid_commit_leaves_it_whole() {
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    let server = start(None, Limits::default()).await;
+    // The load pauses between its table commits, and its client gives up meanwhile.
+    fail::cfg("load::between-table-commits", "sleep(1500)").unwrap();
+    let lines = ndjson(&[
+        person("ada", 36),
+        tributary_tests::company("acme"),
+        tributary_tests::edge("WorksAt", "ada", "acme"),
+    ]);
+    let dropped = server
+        .client
+        .post(server.url("/graphs/g/load"))
+        .timeout(Duration::from_millis(300))
+        .body(lines)
+        .send()
+        .await;
+    assert!(dropped.is_err(), "the client was meant to give up");
+    // The commit runs to its end without its client.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let commits = server.get_json("/graphs/g/commits").await;
+        if commits.as_array().is_some_and(|c| c.len() == 2) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the load never landed: {commits}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fail::remove("load::between-table-commits");
+    for (ty, rows) in [("Person", 1), ("Company", 1), ("WorksAt", 1)] {
+        let response = server.get(&format!("/graphs/g/types/{ty}")).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body.as_array().map(Vec::len), Some(rows), "{ty}: {body}");
+    }
+    scenario.teardown();
+}

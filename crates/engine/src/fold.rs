@@ -9,7 +9,7 @@ use ingest_core::TypeBatch;
 use snafu::ResultExt;
 use tokio::sync::{watch, Mutex};
 use tributary_fold::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
-use tributary_memwal_adapter::table_state;
+use tributary_memwal_adapter::{drain_shard, enrollment, table_state, wal_tails, TailDepth};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
 use crate::graph::{At, Graph, MAIN_BRANCH};
@@ -38,6 +38,13 @@ pub struct FoldTriggers {
     pub max_lag: Duration,
     /// How often the folder looks.
     pub poll: Duration,
+    /// A shard whose WAL holds rows no generation does, with no writer in this process and
+    /// no append for this long, is taken to have lost its writer (a process that stopped
+    /// or crashed): the background folder claims it, which flushes the rows, and folds
+    /// them. Explicit folds (and the fold before a load) claim such shards at once. Keep
+    /// it well above `max_lag`: a live process that folds flushes its own tail sooner, so
+    /// its shards are never claimed from under it.
+    pub stranded_after: Duration,
 }
 
 impl Default for FoldTriggers {
@@ -47,6 +54,7 @@ impl Default for FoldTriggers {
             pending_bytes: 64 * 1024 * 1024,
             max_lag: Duration::from_secs(1),
             poll: Duration::from_millis(250),
+            stranded_after: Duration::from_secs(10),
         }
     }
 }
@@ -59,9 +67,16 @@ pub(crate) struct FoldState {
     /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
     last_error: SyncMutex<Option<Option<String>>>,
     folder: Mutex<Option<Folder>>,
-    /// Set once a fold has run here: from then on only this process's own
-    /// acknowledgements (`oldest_unfolded`) can be pending before a load.
-    settled: std::sync::atomic::AtomicBool,
+}
+
+/// Which WAL tails of shards this process does not write a fold claims (see
+/// [`FoldTriggers::stranded_after`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// Every tail: the fold must include everything acknowledged before it started.
+    All,
+    /// Tails with no append for this long.
+    IdleFor(Duration),
 }
 
 struct Folder {
@@ -77,17 +92,6 @@ impl FoldState {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         oldest.get_or_insert_with(Instant::now);
-    }
-
-    /// Whether a load must fold first: nothing is known yet, or this process has
-    /// acknowledged writes no fold has cut.
-    fn may_have_pending(&self) -> bool {
-        !self.settled.load(std::sync::atomic::Ordering::Acquire)
-            || self
-                .oldest_unfolded
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some()
     }
 
     fn take_oldest(&self) -> Option<Instant> {
@@ -134,14 +138,24 @@ impl Graph {
         branch: &str,
         policy: tributary_fold::RejectPolicy,
     ) -> Result<FoldOutcome> {
-        let queue = self.write_queue(branch).await;
-        let _turn = queue.lock().await;
-        self.fold_locked_with(branch, policy).await
+        self.fold_claiming(branch, policy, Claim::All).await
     }
 
-    /// [`Graph::fold`] for a caller that holds the branch's write queue.
-    pub(crate) async fn fold_locked(&self, branch: &str) -> Result<FoldOutcome> {
-        self.fold_locked_with(branch, self.settings.fold.policy)
+    async fn fold_claiming(
+        &self,
+        branch: &str,
+        policy: tributary_fold::RejectPolicy,
+        claim: Claim,
+    ) -> Result<FoldOutcome> {
+        let queue = self.write_queue(branch).await;
+        let _turn = queue.lock().await;
+        self.fold_locked_with(branch, policy, claim).await
+    }
+
+    /// The fold of the background folder: it leaves the WAL tails of live writers alone.
+    async fn fold_in_background(&self, branch: &str) -> Result<FoldOutcome> {
+        let claim = Claim::IdleFor(self.settings.triggers.stranded_after);
+        self.fold_claiming(branch, self.settings.fold.policy, claim)
             .await
     }
 
@@ -149,6 +163,7 @@ impl Graph {
         &self,
         branch: &str,
         policy: tributary_fold::RejectPolicy,
+        claim: Claim,
     ) -> Result<FoldOutcome> {
         if branch != MAIN_BRANCH {
             return Err(Error::InvalidRequest {
@@ -158,11 +173,10 @@ impl Graph {
                 ),
             });
         }
+        self.recover_intents(Some(branch)).await?;
         let oldest = self.folding.take_oldest();
         let result: Result<FoldOutcome> = async {
-            for writer in self.warm_writers(branch) {
-                writer.freeze().await.map_err(Error::from_memwal)?;
-            }
+            self.cut(branch, claim).await?;
             let mut total = FoldOutcome::default();
             loop {
                 let outcome = self.fold_once(branch, policy).await?;
@@ -175,9 +189,6 @@ impl Graph {
         .await;
         match &result {
             Ok(outcome) => {
-                self.folding
-                    .settled
-                    .store(true, std::sync::atomic::Ordering::Release);
                 if let Some(commit) = &outcome.commit {
                     self.record_fold_error(None).await;
                     tracing::info!(commit = %commit.id, rows = ?outcome.rows, rejected = outcome.rejected, "folded");
@@ -214,18 +225,69 @@ impl Graph {
         }
     }
 
-    /// A load of a `@stream` type first folds what is pending, so the load (newer) is not
-    /// overwritten by an older acknowledged write folded after it. Only this process's
-    /// acknowledgements (and what was pending when it started) are ordered this way: a
-    /// load says nothing about writes another process has not flushed yet.
+    /// The fold's cut: every row acknowledged before it, by any process, ends up in a
+    /// flushed generation. This process's writers freeze (a fenced one leaves the warm set:
+    /// its shard has another writer now); then every shard whose WAL still holds rows no
+    /// generation does, and that no writer of this process holds, is claimed per `claim`
+    /// (opening a writer replays its tail, closing it flushes).
+    async fn cut(&self, branch: &str, claim: Claim) -> Result<()> {
+        // No writer of this process opens during the cut: an open replays a tail, and a
+        // writer opened after the freeze below would keep it out of the fold.
+        let _opening = self.writers.opening.lock().await;
+        for writer in self.warm_writers(branch) {
+            match writer.freeze().await {
+                Ok(()) => {}
+                Err(error) if error.is_fenced() => {
+                    tracing::info!(%error, "a writer of this process was fenced; dropping it");
+                    self.evict_writer(&writer);
+                }
+                Err(error) => return Err(Error::from_memwal(error)),
+            }
+        }
+        let idle_for = match claim {
+            Claim::All => None,
+            Claim::IdleFor(idle) => Some(idle),
+        };
+        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+            let path = ty.table_path();
+            if self.warm_writer(&path, branch).is_some() {
+                continue;
+            }
+            let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
+                .await
+                .map_err(Error::from_memwal)?
+                .unwrap_or_default();
+            if tails.is_empty() {
+                continue;
+            }
+            let Some(enrolled) = enrollment(&self.store, &path, &self.settings.writer)
+                .await
+                .map_err(Error::from_memwal)?
+            else {
+                continue;
+            };
+            for tail in tails {
+                tracing::info!(table = path, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
+                drain_shard(&enrolled, tail.shard)
+                    .await
+                    .map_err(Error::from_memwal)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A load of a `@stream` type first folds what is pending — everything acknowledged
+    /// before it by any process, claiming the shards of other writers if it must — so the
+    /// load (newer) is never overwritten by an older acknowledged write folded after it.
     pub(crate) async fn fold_before_load(&self, branch: &str, batches: &[TypeBatch]) -> Result<()> {
         let streamed = batches.iter().any(|b| {
             self.catalog
                 .get(&b.type_name)
                 .is_some_and(|t| t.stream.is_some())
         });
-        if streamed && branch == MAIN_BRANCH && self.folding.may_have_pending() {
-            self.fold_locked(branch).await?;
+        if streamed && branch == MAIN_BRANCH {
+            self.fold_locked_with(branch, self.settings.fold.policy, Claim::All)
+                .await?;
         }
         Ok(())
     }
@@ -307,7 +369,26 @@ impl Graph {
             .is_some_and(|age| age >= triggers.max_lag);
         let generations_due =
             generations > 0 && (generations >= triggers.pending_generations || lagging);
-        Ok(generations_due || bytes >= triggers.pending_bytes)
+        Ok(generations_due || bytes >= triggers.pending_bytes || self.stranded(branch).await?)
+    }
+
+    /// Whether a shard no writer of this process holds has a WAL tail idle for
+    /// `stranded_after`: rows a writer that is gone left behind.
+    async fn stranded(&self, branch: &str) -> Result<bool> {
+        let idle_for = Some(self.settings.triggers.stranded_after);
+        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+            let path = ty.table_path();
+            if self.warm_writer(&path, branch).is_some() {
+                continue;
+            }
+            let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
+                .await
+                .map_err(Error::from_memwal)?;
+            if tails.is_some_and(|t| !t.is_empty()) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Start folding `branch` in the background whenever a trigger fires. The folder holds
@@ -346,7 +427,7 @@ impl Graph {
                 if !due {
                     continue;
                 }
-                match graph.fold(&branch).await {
+                match graph.fold_in_background(&branch).await {
                     Ok(_) => backoff = 0,
                     Err(error) => {
                         tracing::warn!(%error, "background fold failed");

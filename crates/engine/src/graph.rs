@@ -75,7 +75,8 @@ impl Graph {
         Self::init_with_store(GraphStore::new(uri).context(StorageSnafu)?, source).await
     }
 
-    /// Open the graph at `uri`, rolling forward or discarding any interrupted write.
+    /// Open the graph at `uri`. Opening never writes: writes an earlier process left
+    /// half-done are resolved by the next load or fold (or [`Graph::recover`]).
     pub async fn open(uri: &str) -> Result<Graph> {
         Self::open_with_store(GraphStore::new(uri).context(StorageSnafu)?).await
     }
@@ -140,9 +141,7 @@ impl Graph {
             .context(PublishSnafu)?;
         let schema = publisher.schema().await.context(PublishSnafu)?;
         let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
-        let graph = Graph::assemble(store, catalog, publisher);
-        graph.recover().await?;
-        Ok(graph)
+        Ok(Graph::assemble(store, catalog, publisher))
     }
 
     fn assemble(store: GraphStore, catalog: Catalog, publisher: ManifestCasPublisher) -> Graph {

@@ -39,7 +39,7 @@ pub struct Ingestor<'g> {
 #[derive(Default)]
 pub(crate) struct Writers {
     warm: std::sync::RwLock<WriterMap>,
-    opening: tokio::sync::Mutex<()>,
+    pub(crate) opening: tokio::sync::Mutex<()>,
 }
 
 type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
@@ -204,11 +204,7 @@ impl Ingestor<'_> {
             .iter()
             .filter(|b| b.batch.num_rows() > 0)
             .map(|batch| async move {
-                let writer = self
-                    .graph
-                    .table_writer(&batch.type_name, &self.branch)
-                    .await?;
-                writer.put(&batch.batch).await.map_err(Error::from_memwal)?;
+                self.put(batch).await?;
                 Ok::<_, Error>(batch.batch.num_rows() as u64)
             });
         let rows = try_join_all(puts).await?.into_iter().sum();
@@ -216,6 +212,31 @@ impl Ingestor<'_> {
             self.graph.folding.acknowledged();
         }
         Ok(rows)
+    }
+}
+
+impl Ingestor<'_> {
+    /// Put one type's rows on its warm writer. A fenced writer (another process claimed
+    /// the shard, or the writer poisoned itself on a failed WAL write) leaves the warm set
+    /// and the rows go once more through a writer that reopens — and so replays — the
+    /// shard. The fenced put acknowledged nothing, and an upsert twice is an upsert.
+    async fn put(&self, batch: &TypeBatch) -> Result<()> {
+        let writer = self
+            .graph
+            .table_writer(&batch.type_name, &self.branch)
+            .await?;
+        match writer.put(&batch.batch).await {
+            Err(error) if error.is_fenced() => {
+                tracing::info!(%error, "writer fenced; reopening its shards");
+                self.graph.evict_writer(&writer);
+                let writer = self
+                    .graph
+                    .table_writer(&batch.type_name, &self.branch)
+                    .await?;
+                writer.put(&batch.batch).await.map_err(Error::from_memwal)
+            }
+            result => result.map_err(Error::from_memwal),
+        }
     }
 }
 
@@ -280,17 +301,36 @@ impl Ingestor<'_> {
 impl Graph {
     /// Close every warm writer: flush the WAL and memtables to generations, so other
     /// processes (and folds) see everything acknowledged. Later sends re-open writers.
+    /// Every writer is attempted; the first failure is returned.
     pub async fn close_writers(&self) -> Result<()> {
         let _opening = self.writers.opening.lock().await;
         let writers: Vec<Arc<TableWriter>> = self.writers.write().drain().map(|(_, w)| w).collect();
+        let mut first_error = None;
         for writer in writers {
-            match Arc::try_unwrap(writer) {
-                Ok(writer) => writer.close().await.map_err(Error::from_memwal)?,
-                // A send still holds it; it is flushed when that send's writer drops.
-                Err(_) => tracing::warn!("a writer is still in use; not closed"),
+            let closed = match Arc::try_unwrap(writer) {
+                Ok(writer) => writer.close().await,
+                // A send still holds it: flush what it acknowledged so far instead.
+                Err(writer) => writer.freeze().await,
+            };
+            match closed {
+                Ok(()) => {}
+                // Another writer owns the shard now and replayed what this one wrote.
+                Err(error) if error.is_fenced() => {
+                    tracing::info!(%error, "a fenced writer was not closed");
+                }
+                Err(error) => {
+                    tracing::error!(%error, "could not close a writer");
+                    first_error.get_or_insert(Error::from_memwal(error));
+                }
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Drop `writer` from the warm set, if it is still the one there (after a fence).
+    pub(crate) fn evict_writer(&self, writer: &Arc<TableWriter>) {
+        let mut warm = self.writers.write();
+        warm.retain(|_, w| !Arc::ptr_eq(w, writer));
     }
 
     /// The warm writers of every table on `branch` (for the fold's cut).

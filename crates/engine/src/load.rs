@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use ingest_core::TypeBatch;
 use lance::dataset::transaction::Transaction;
-use lance::dataset::{InsertBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
+use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
@@ -82,6 +82,7 @@ impl Graph {
         }
         let queue = self.write_queue(&options.branch).await;
         let _turn = queue.lock().await;
+        self.recover_intents(Some(&options.branch)).await?;
         self.fold_before_load(&options.branch, &batches).await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
@@ -145,32 +146,25 @@ impl Graph {
             action,
             table: path,
         };
-        let data = batch.batch.clone();
-        match mode {
-            LoadMode::Upsert => {
-                let mut builder =
-                    MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
-                        .context(lance_err("stage upsert"))?;
-                builder
-                    .when_matched(WhenMatched::UpdateAll)
-                    .when_not_matched(WhenNotMatched::InsertAll)
-                    .skip_auto_cleanup(true);
-                let job = builder.try_build().context(lance_err("stage upsert"))?;
-                let staged = job
-                    .execute_uncommitted_batches(vec![data])
-                    .await
-                    .context(lance_err("stage upsert"))?;
-                Ok((staged.transaction, staged.affected_rows))
-            }
-            LoadMode::Insert => {
-                let params = self.store.write_params(WriteMode::Append);
-                let transaction = InsertBuilder::new(dataset.clone())
-                    .with_params(&params)
-                    .execute_uncommitted(vec![data])
-                    .await
-                    .context(lance_err("stage insert"))?;
-                Ok((transaction, None))
-            }
-        }
+        // Both modes are a merge-insert on `id`, Lance's primary key: its staged transaction
+        // then carries the keys it inserts, and Lance refuses to commit it over another
+        // writer's commit that inserted one of them (any process). Insert mode also fails
+        // on a key the staged-on version already holds.
+        let when_matched = match mode {
+            LoadMode::Upsert => WhenMatched::UpdateAll,
+            LoadMode::Insert => WhenMatched::Fail,
+        };
+        let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
+            .context(lance_err("stage"))?;
+        builder
+            .when_matched(when_matched)
+            .when_not_matched(WhenNotMatched::InsertAll)
+            .skip_auto_cleanup(true);
+        let job = builder.try_build().context(lance_err("stage"))?;
+        let staged = job
+            .execute_uncommitted_batches(vec![batch.batch.clone()])
+            .await
+            .context(lance_err("stage"))?;
+        Ok((staged.transaction, staged.affected_rows))
     }
 }

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use tributary_memwal_adapter::table_state;
+use tributary_memwal_adapter::{table_state, wal_tails, TailDepth};
 use tributary_publisher::CommitKind;
 
 use crate::error::{Error, Result};
@@ -17,6 +17,12 @@ pub struct ShardIngestStatus {
     pub pending_generations: Vec<u64>,
     /// Highest generation folded into the base table.
     pub folded_through: Option<u64>,
+    /// WAL entries (and their rows) not yet in any generation: a live writer's unflushed
+    /// tail, or what a writer that stopped left behind (the next fold claims it).
+    #[serde(default)]
+    pub wal_only_entries: u64,
+    #[serde(default)]
+    pub wal_only_rows: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -34,6 +40,9 @@ pub struct TableIngestStatus {
     pub unflushed_bytes: u64,
     /// How long the oldest unfolded generation has waited.
     pub oldest_pending_age: Option<Duration>,
+    /// Rows durable only in a WAL (of any process): no generation holds them yet.
+    #[serde(default)]
+    pub wal_only_rows: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,7 +79,12 @@ impl Graph {
                 unflushed_rows: 0,
                 unflushed_bytes: 0,
                 oldest_pending_age: None,
+                wal_only_rows: 0,
             };
+            let tails = wal_tails(&self.store, &path, TailDepth::Count, None)
+                .await
+                .map_err(Error::from_memwal)?
+                .unwrap_or_default();
             for shard in &state.shards {
                 status.pending_rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
                 status.pending_bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
@@ -78,11 +92,16 @@ impl Graph {
                     .oldest_pending_at
                     .and_then(|t| SystemTime::now().duration_since(t).ok());
                 status.oldest_pending_age = status.oldest_pending_age.max(age);
+                let tail = tails.iter().find(|t| t.shard == shard.shard);
+                let wal_only_rows = tail.and_then(|t| t.rows).unwrap_or(0);
+                status.wal_only_rows += wal_only_rows;
                 status.shards.push(ShardIngestStatus {
                     shard: shard.shard.to_string(),
                     writer_epoch: shard.writer_epoch,
                     pending_generations: shard.pending.iter().map(|p| p.generation).collect(),
                     folded_through: shard.compacted_through,
+                    wal_only_entries: tail.map_or(0, |t| t.entries),
+                    wal_only_rows,
                 });
             }
             if let Some(writer) = self.warm_writer(&path, branch) {

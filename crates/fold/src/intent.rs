@@ -69,14 +69,25 @@ impl Drop for InFlight {
 
 /// Whether the writer that wrote `intent` may still be running.
 pub fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
+    owner_may_be_running(intent.owner.as_ref(), &intent.id, age)
+}
+
+/// Whether `owner`, working on intent `id` (a write, or a recovery's claim on it), may
+/// still be running; `age` is how long ago it wrote what it left.
+pub fn owner_may_be_running(
+    owner: Option<&Owner>,
+    id: &str,
+    age: Option<std::time::Duration>,
+) -> bool {
     let me = Owner::this_process();
-    match &intent.owner {
+    match owner {
         Some(owner) if owner.host == me.host && !me.host.is_empty() => {
             if owner.pid == me.pid {
                 IN_FLIGHT
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .contains(&intent.id)
+                    .iter()
+                    .any(|running| running == id)
             } else {
                 std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
             }

@@ -58,6 +58,9 @@ pub struct Limits {
     pub max_line_bytes: usize,
     /// Lines per ingest send (what has arrived is sent at once, up to this many).
     pub batch_lines: usize,
+    /// At shutdown, how long requests in flight may take to finish before the server
+    /// flushes its writers and stops anyway.
+    pub shutdown_grace: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -66,6 +69,7 @@ impl Default for Limits {
             max_body_bytes: 64 << 20,
             max_line_bytes: 1 << 20,
             batch_lines: 10_000,
+            shutdown_grace: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -259,16 +263,44 @@ async fn count_status(
     response
 }
 
-/// Serve until `shutdown` resolves, then stop folders and flush writers.
+/// Serve until `shutdown` resolves; then stop accepting, give requests in flight up to
+/// `Limits::shutdown_grace` to finish, stop the folders and flush every writer, so what
+/// was acknowledged is in generations (any process's next fold publishes it).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(state.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    let (stopping, mut stop_seen) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown.await;
+        let _ = stopping.send(true);
+    });
+    let server = std::future::IntoFuture::into_future(server);
+    tokio::pin!(server);
+    let stop_seen = async move {
+        // Only `send(true)` ends the wait (the sender lives as long as the server does).
+        while stop_seen.changed().await.is_ok() {
+            if *stop_seen.borrow() {
+                return;
+            }
+        }
+        std::future::pending::<()>().await;
+    };
+    let served = tokio::select! {
+        served = &mut server => served,
+        _ = stop_seen => {
+            let grace = state.config.limits.shutdown_grace;
+            match tokio::time::timeout(grace, &mut server).await {
+                Ok(served) => served,
+                Err(_) => {
+                    tracing::warn!(?grace, "requests still in flight after the shutdown grace; stopping anyway");
+                    Ok(())
+                }
+            }
+        }
+    };
     state.close().await;
-    Ok(())
+    served
 }

@@ -126,6 +126,22 @@ pub async fn create_graph(
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
 
+/// Run a write to its end even when its client goes away: axum drops a handler's future
+/// when the connection closes, and a commit must not stop half-way (between its table
+/// commits and its publish) because of that.
+async fn to_the_end<T: Send + 'static>(
+    write: impl std::future::Future<Output = tributary::Result<T>> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::spawn(write).await {
+        Ok(result) => result.map_err(ApiError::from),
+        Err(error) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the write stopped abnormally: {error}"),
+        )),
+    }
+}
+
 fn text_body(body: &[u8]) -> Result<&str, ApiError> {
     std::str::from_utf8(body).map_err(|e| ApiError::invalid(format!("the body is not UTF-8: {e}")))
 }
@@ -165,7 +181,8 @@ pub async fn load(
         mode,
         actor: "tributary:server".to_owned(),
     };
-    let outcome = graph.load(text_body(&bytes)?, &options).await?;
+    let text = text_body(&bytes)?.to_owned();
+    let outcome = to_the_end(async move { graph.load(&text, &options).await }).await?;
     Ok(Json(outcome).into_response())
 }
 
@@ -368,13 +385,16 @@ pub async fn fold(
     state.authorize(&headers, Scope::Write, Some(&id))?;
     let graph: Arc<Graph> = state.graph(&id).await?;
     let started = Instant::now();
-    let outcome = if params.halt {
-        graph
-            .fold_with_policy(&params.branch, RejectPolicy::Halt)
-            .await?
-    } else {
-        graph.fold(&params.branch).await?
-    };
+    let outcome = to_the_end(async move {
+        if params.halt {
+            graph
+                .fold_with_policy(&params.branch, RejectPolicy::Halt)
+                .await
+        } else {
+            graph.fold(&params.branch).await
+        }
+    })
+    .await?;
     state.metrics.folded(started.elapsed());
     Ok(Json(outcome).into_response())
 }

@@ -32,67 +32,31 @@ struct Totals {
     through_line: u64,
 }
 
-pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result<(), Failure> {
-    let graph = Arc::new(Graph::open(&args.graph).await?);
-    let ingestor = graph.ingest(&args.branch)?;
-    if args.fold {
-        graph.start_folder(&args.branch).await?;
-    }
-    let mut lines = spawn_reader(&args.file)?;
-    let progress =
-        std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
-    let started = Instant::now();
-    let mut totals = Totals::default();
-    let mut last_progress = Instant::now();
-    let mut next_line = 1u64;
-    let mut stopped_at = None;
+/// How a run ended before its input did.
+enum Stop {
+    /// `--strict` met an invalid line.
+    Strict(tributary::LineError),
+    /// SIGINT or SIGTERM.
+    Signal,
+}
 
-    while let Some(batch) = next_batch(&mut lines, args.batch_lines).await {
-        let first_line = next_line;
-        next_line += batch.len() as u64;
-        let mut text = batch.join("\n");
-        if args.strict {
-            if let Some(bad) = ingestor.check(first_line, &text).into_iter().next() {
-                // Acknowledge only what precedes the first invalid line.
-                let keep = (bad.line - first_line) as usize;
-                text = batch[..keep].join("\n");
-                let mut ack = ingestor.send(first_line, &text).await?;
-                ack.rejected = vec![bad.clone()];
-                ack.through_line = bad.line;
-                report(out, format, &mut totals, &ack)?;
-                stopped_at = Some(bad);
-                break;
-            }
-        }
-        let ack = ingestor.send(first_line, &text).await?;
-        report(out, format, &mut totals, &ack)?;
-        if progress && last_progress.elapsed() > Duration::from_millis(200) {
-            let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            eprint!(
-                "\r{} rows acked, {:.0} rows/s, {} rejected   ",
-                totals.acked, rate, totals.rejected
-            );
-            last_progress = Instant::now();
-        }
-    }
-    if progress {
-        eprintln!();
-    }
-    let seconds = started.elapsed().as_secs_f64();
-    // Publish what was acknowledged (unless asked not to), then flush the memtables to
-    // generations so other processes (and later folds) see every row.
-    let mut fold_commit = None;
-    if args.fold {
-        graph.stop_folder().await;
-        fold_commit = graph.fold(&args.branch).await?.commit.map(|c| c.id);
-    }
-    graph.close_writers().await?;
+pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result<(), Failure> {
+    let stop_requested = crate::signals::stop_requested();
+    let graph = Arc::new(Graph::open(&args.graph).await?);
+    let streamed = stream(&graph, &args, format, out, stop_requested).await;
+    // Whatever happened (an error, a broken pipe, a signal), flush what was acknowledged
+    // to generations, so no acknowledged row waits in this process's WAL for a replay.
+    graph.stop_folder().await;
+    let closed = graph.close_writers().await;
+    let (totals, stop, seconds, fold_commit) = streamed?;
+    closed?;
     let summary = json!({
         "summary": true,
         "acked": totals.acked,
         "rejected": totals.rejected,
         "through_line": totals.through_line,
         "fold_commit": fold_commit,
+        "interrupted": matches!(stop, Some(Stop::Signal)),
         "seconds": seconds,
         "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
     });
@@ -109,21 +73,141 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
             totals.rejected,
             totals.through_line,
             totals.acked as f64 / seconds.max(1e-9),
-            match (&fold_commit, args.fold) {
-                (Some(commit), _) => format!("folded, last fold commit {commit}"),
-                (None, true) => "folded".to_owned(),
-                (None, false) => "a fold publishes them (tributary ingest fold)".to_owned(),
+            match (&fold_commit, args.fold, &stop) {
+                (_, _, Some(Stop::Signal)) => {
+                    "interrupted: what was acknowledged is flushed; a fold publishes it".to_owned()
+                }
+                (Some(commit), _, _) => format!("folded, last fold commit {commit}"),
+                (None, true, _) => "folded".to_owned(),
+                (None, false, _) => "a fold publishes them (tributary ingest fold)".to_owned(),
             }
         )
         .map_err(io)?,
     }
-    match stopped_at {
-        Some(bad) => Err(Failure {
+    match stop {
+        Some(Stop::Strict(bad)) => Err(Failure {
             message: format!("--strict: stopped at {bad}"),
             code: 65,
         }),
+        Some(Stop::Signal) => Err(Failure {
+            message: format!(
+                "interrupted after line {}; acknowledged rows are durable",
+                totals.through_line
+            ),
+            code: 130,
+        }),
         None => Ok(()),
     }
+}
+
+/// The streaming part of a run: read, send, report, and fold at the end. Returns the
+/// totals, why it stopped early (if it did), its duration and the last fold commit.
+async fn stream(
+    graph: &Arc<Graph>,
+    args: &IngestRun,
+    format: Format,
+    out: &mut dyn Write,
+    stop_requested: impl std::future::Future<Output = ()>,
+) -> Result<(Totals, Option<Stop>, f64, Option<String>), Failure> {
+    let ingestor = graph.ingest(&args.branch)?;
+    if args.fold {
+        graph.start_folder(&args.branch).await?;
+    }
+    let mut lines = spawn_reader(&args.file)?;
+    let progress =
+        std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
+    let started = Instant::now();
+    let mut totals = Totals::default();
+    let mut last_progress = Instant::now();
+    let mut next_line = 1u64;
+    let mut stop = None;
+    tokio::pin!(stop_requested);
+
+    loop {
+        // A signal interrupts the wait for input, never a send in flight.
+        let batch = tokio::select! {
+            biased;
+            _ = &mut stop_requested => {
+                stop = Some(Stop::Signal);
+                break;
+            }
+            batch = lines.next_batch(args.batch_lines) => batch,
+        };
+        let Some(batch) = batch else { break };
+        let batch = batch?;
+        let first_line = next_line;
+        next_line += batch.len() as u64;
+        let (text, unreadable) = batch_text(first_line, &batch);
+        if args.strict {
+            let mut invalid = ingestor.check(first_line, &text);
+            invalid.extend(unreadable.iter().cloned());
+            if let Some(bad) = invalid.into_iter().min_by_key(|e| e.line) {
+                // Acknowledge only what precedes the first invalid line.
+                let keep = (bad.line - first_line) as usize;
+                let (text, _) = batch_text(first_line, &batch[..keep]);
+                let mut ack = ingestor.send(first_line, &text).await?;
+                ack.rejected = vec![bad.clone()];
+                ack.through_line = bad.line;
+                report(out, format, &mut totals, &ack)?;
+                stop = Some(Stop::Strict(bad));
+                break;
+            }
+        }
+        let mut ack = ingestor.send(first_line, &text).await?;
+        if !unreadable.is_empty() {
+            ack.rejected.extend(unreadable);
+            ack.rejected.sort_by_key(|e| e.line);
+        }
+        report(out, format, &mut totals, &ack)?;
+        if progress && last_progress.elapsed() > Duration::from_millis(200) {
+            let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
+            eprint!(
+                "\r{} rows acked, {:.0} rows/s, {} rejected   ",
+                totals.acked, rate, totals.rejected
+            );
+            last_progress = Instant::now();
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    // Publish what was acknowledged (unless asked not to, or stopped by a signal). A
+    // signal during this fold abandons it: a fold stopped half-way is resolved by the next
+    // writer, like one a crash stopped, and nothing acknowledged depends on it.
+    let mut fold_commit = None;
+    if args.fold && !matches!(stop, Some(Stop::Signal)) {
+        graph.stop_folder().await;
+        tokio::select! {
+            biased;
+            _ = &mut stop_requested => stop = Some(Stop::Signal),
+            folded = graph.fold(&args.branch) => {
+                fold_commit = folded?.commit.map(|c| c.id);
+            }
+        }
+    }
+    Ok((totals, stop, seconds, fold_commit))
+}
+
+/// The NDJSON text of `batch` (whose first line is `first_line`) and its lines that are
+/// not UTF-8, as rejections: they stay in the text as empty lines, so numbering holds.
+fn batch_text(first_line: u64, batch: &[Vec<u8>]) -> (String, Vec<tributary::LineError>) {
+    let mut text = String::new();
+    let mut unreadable = Vec::new();
+    for (offset, line) in batch.iter().enumerate() {
+        if offset > 0 {
+            text.push('\n');
+        }
+        match std::str::from_utf8(line) {
+            Ok(line) => text.push_str(line),
+            Err(_) => unreadable.push(tributary::LineError {
+                line: first_line + offset as u64,
+                field: None,
+                reason: "the line is not UTF-8".to_owned(),
+            }),
+        }
+    }
+    (text, unreadable)
 }
 
 fn report(
@@ -164,9 +248,17 @@ fn report(
     }
 }
 
-/// Read lines on a thread: a blocking reader must not stall the runtime.
-fn spawn_reader(file: &str) -> Result<tokio::sync::mpsc::Receiver<String>, Failure> {
-    let reader: Box<dyn BufRead + Send> = if file == "-" {
+/// Lines read on a thread (a blocking reader must not stall the runtime), as bytes: a
+/// line that is not UTF-8 is rejected on its own by whoever decodes it. A read error ends
+/// the stream, naming the line it happened on.
+struct LineSource {
+    receiver: tokio::sync::mpsc::Receiver<Result<Vec<u8>, Failure>>,
+    /// A read error met while gathering a batch: returned after that batch.
+    failed: Option<Failure>,
+}
+
+fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
+    let mut reader: Box<dyn BufRead + Send> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
         let opened = std::fs::File::open(file).map_err(|e| Failure {
@@ -176,30 +268,65 @@ fn spawn_reader(file: &str) -> Result<tokio::sync::mpsc::Receiver<String>, Failu
         Box::new(std::io::BufReader::new(opened))
     };
     let (sender, receiver) = tokio::sync::mpsc::channel(64 * 1024);
+    let file = file.to_owned();
     std::thread::spawn(move || {
-        for line in reader.lines() {
-            let Ok(line) = line else { break };
-            if sender.blocking_send(line).is_err() {
+        for line_no in 1u64.. {
+            let mut bytes = Vec::new();
+            let line = match reader.read_until(b'\n', &mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if bytes.last() == Some(&b'\n') {
+                        bytes.pop();
+                        if bytes.last() == Some(&b'\r') {
+                            bytes.pop();
+                        }
+                    }
+                    Ok(bytes)
+                }
+                Err(error) => Err(Failure {
+                    message: format!("cannot read line {line_no} of {file}: {error}"),
+                    code: 74,
+                }),
+            };
+            let failed = line.is_err();
+            if sender.blocking_send(line).is_err() || failed {
                 break;
             }
         }
     });
-    Ok(receiver)
+    Ok(LineSource {
+        receiver,
+        failed: None,
+    })
 }
 
-/// Wait for one line, then take whatever else has already arrived, up to `max`.
-async fn next_batch(
-    lines: &mut tokio::sync::mpsc::Receiver<String>,
-    max: usize,
-) -> Option<Vec<String>> {
-    let mut batch = vec![lines.recv().await?];
-    while batch.len() < max {
-        match lines.try_recv() {
-            Ok(line) => batch.push(line),
-            Err(_) => break,
+impl LineSource {
+    /// The next line, or the read error that ended the input.
+    async fn next_line(&mut self) -> Option<Result<Vec<u8>, Failure>> {
+        if let Some(failure) = self.failed.take() {
+            return Some(Err(failure));
         }
+        self.receiver.recv().await
     }
-    Some(batch)
+
+    /// Wait for one line, then take whatever else has already arrived, up to `max`.
+    async fn next_batch(&mut self, max: usize) -> Option<Result<Vec<Vec<u8>>, Failure>> {
+        let mut batch = match self.next_line().await? {
+            Ok(line) => vec![line],
+            Err(failure) => return Some(Err(failure)),
+        };
+        while batch.len() < max {
+            match self.receiver.try_recv() {
+                Ok(Ok(line)) => batch.push(line),
+                Ok(Err(failure)) => {
+                    self.failed = Some(failure);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        Some(Ok(batch))
+    }
 }
 
 /// `ingest --server`: stream the lines to the server and print its acknowledgement records
@@ -214,12 +341,17 @@ pub async fn run_remote(
     use futures::StreamExt;
 
     let lines = spawn_reader(&args.file)?;
+    // A read error ends the body with an error: the server answers what it received and
+    // the run fails.
     let body = futures::stream::unfold(lines, |mut lines| async move {
-        let line = lines.recv().await?;
-        Some((
-            Ok::<_, std::io::Error>(format!("{line}\n").into_bytes()),
-            lines,
-        ))
+        let chunk = match lines.next_line().await? {
+            Ok(mut line) => {
+                line.push(b'\n');
+                Ok(line)
+            }
+            Err(failure) => Err(std::io::Error::other(failure.message)),
+        };
+        Some((chunk, lines))
     });
     let request = remote
         .request(reqwest::Method::POST, "/ingest")

@@ -5,6 +5,7 @@ mod ingest;
 mod output;
 mod remote;
 mod serve;
+mod signals;
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -158,7 +159,8 @@ enum Command {
     Ingest(IngestArgs),
     /// Serve every graph under ROOT over HTTP (graph id = folder name). Endpoints are
     /// documented in crates/server/openapi.json; every command here takes --server URL to
-    /// run against it. Stop it with Ctrl-C: acknowledged rows are durable in the WAL.
+    /// run against it. Ctrl-C or SIGTERM stops it cleanly: requests in flight get
+    /// --shutdown-grace to finish, then every writer is flushed and it exits 0.
     Serve(serve::ServeArgs),
 }
 
@@ -188,14 +190,17 @@ struct IngestArgs {
 
 #[derive(Debug, Subcommand)]
 enum IngestAction {
-    /// Per enrolled table: shards, writer epoch, unfolded generations, rows and bytes, age
-    /// of the oldest unfolded generation, and the last fold commit.
+    /// Per enrolled table: shards, writer epoch, unfolded generations, rows and bytes, rows
+    /// only in a WAL (no generation holds them yet: a live writer's tail, or one a stopped
+    /// process left for the next fold), age of the oldest unfolded generation, and the
+    /// last fold commit.
     Status {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
     },
-    /// Fold now: flush what this graph's WAL holds and publish it as one commit. Prints
+    /// Fold now: flush what the graph's WALs hold — claiming the shards of writers in other
+    /// processes, which reopen on their next send — and publish it as one commit. Prints
     /// rows folded per type, dead letters, and the commit (none when nothing was pending).
     Fold {
         graph: String,

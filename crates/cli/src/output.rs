@@ -239,6 +239,8 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         Field::new("pending_rows", DataType::Int64, false),
         Field::new("pending_bytes", DataType::Int64, false),
         Field::new("unflushed_rows", DataType::Int64, false),
+        Field::new("wal_only_entries", DataType::Int64, false),
+        Field::new("wal_only_rows", DataType::Int64, false),
         Field::new("oldest_pending_s", DataType::Float64, true),
         Field::new("folded_through", DataType::Int64, true),
         Field::new("last_fold", DataType::Utf8, true),
@@ -258,6 +260,8 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         numbers(&|t, _| t.pending_rows as i64),
         numbers(&|t, _| t.pending_bytes as i64),
         numbers(&|t, _| t.unflushed_rows as i64),
+        numbers(&|_, s| s.wal_only_entries as i64),
+        numbers(&|_, s| s.wal_only_rows as i64),
         Arc::new(arrow_array::Float64Array::from(
             rows.iter()
                 .map(|(t, _)| t.oldest_pending_age.map(|d| d.as_secs_f64()))

@@ -28,6 +28,11 @@ pub struct ServeArgs {
     /// Longest ingest line accepted (a longer one is rejected, the stream goes on).
     #[arg(long, default_value_t = Limits::default().max_line_bytes)]
     max_line_bytes: usize,
+    /// On SIGINT or SIGTERM: seconds requests in flight may take to finish before the
+    /// server flushes every writer (what was acknowledged is then in generations, and any
+    /// process's next fold publishes it) and exits 0.
+    #[arg(long, default_value_t = Limits::default().shutdown_grace.as_secs())]
+    shutdown_grace: u64,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -76,14 +81,18 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         limits: Limits {
             max_body_bytes: args.max_body_bytes,
             max_line_bytes: args.max_line_bytes,
+            shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
             ..Limits::default()
         },
     };
+    // Watch for stop signals before saying where to connect: from then on a SIGTERM
+    // means a clean stop.
+    let stop = crate::signals::stop_requested();
     // The first line says where to connect (a parent process may have asked for port 0).
     let mut stdout = std::io::stdout();
     let _ = writeln!(stdout, "listening on http://{address}");
     let _ = stdout.flush();
-    tributary_server::serve(listener, AppState::new(config), std::future::pending())
+    tributary_server::serve(listener, AppState::new(config), stop)
         .await
         .map_err(|e| Failure {
             message: format!("server failed: {e}"),

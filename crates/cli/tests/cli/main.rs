@@ -1,5 +1,8 @@
 //! The CLI as a user runs it: the real binary, its output formats, errors and exit codes.
 
+mod restarts;
+mod torture;
+
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
@@ -535,7 +538,7 @@ fn two_folder_processes_fold_each_generation_once() {
 }
 
 #[test]
-fn a_folder_killed_mid_fold_is_finished_by_the_next_open() {
+fn a_folder_killed_mid_fold_is_finished_by_the_next_writer() {
     let (_dir, graph) = graph_with_pending(200);
     let versions = |table: &str| {
         std::fs::read_dir(PathBuf::from(&graph).join(table).join("_versions"))
@@ -568,13 +571,25 @@ fn a_folder_killed_mid_fold_is_finished_by_the_next_open() {
         1,
         "the killed fold left its sidecar"
     );
-    // Any command opens the graph and rolls the fold forward; a second fold has nothing.
+    // A read never writes: it neither sees the unpublished fold nor finishes it.
+    let count = ok(&[
+        "read", &graph, "Person", "--select", "id", "--format", "csv",
+    ]);
+    assert_eq!(count.lines().count(), 1, "header only: {count}");
+    assert_eq!(
+        std::fs::read_dir(PathBuf::from(&graph).join("__recovery"))
+            .unwrap()
+            .count(),
+        1,
+        "a read resolved the sidecar"
+    );
+    // The next writer rolls the fold forward before its own, which has nothing left.
+    let nothing = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
+    assert!(nothing.contains("none (nothing pending)"), "{nothing}");
     let count = ok(&[
         "read", &graph, "Person", "--select", "id", "--format", "csv",
     ]);
     assert_eq!(count.lines().count(), 201);
-    let nothing = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
-    assert!(nothing.contains("none (nothing pending)"), "{nothing}");
     assert_eq!(fold_commits(&graph).len(), 1);
 }
 

@@ -1,0 +1,187 @@
+//! Real processes stopping and starting around one graph: a server stopped by SIGTERM or
+//! killed, a CLI ingest beside a server, an ingest stopped by a signal, input that is not
+//! UTF-8. What was acknowledged must reach the graph, and no older write may overtake a
+//! newer one.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::{bin, empty_graph, ok, run, serve, Served};
+
+fn person(name: &str, age: i32) -> String {
+    format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{name}\",\"age\":{age}}}}}\n")
+}
+
+/// Run `tributary` with `args` against `served`.
+fn remote(served: &Served, args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend(["--server", &served.url]);
+    ok(&all)
+}
+
+fn write_file(dir: &std::path::Path, name: &str, text: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// Rows durable only in some WAL, over every shard (`ingest status`).
+fn wal_only_rows(graph: &str) -> i64 {
+    ok(&["ingest", "status", graph, "--format", "ndjson"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|row| row["wal_only_rows"].as_i64().unwrap())
+        .sum()
+}
+
+/// The `age` of `name` as a read of `graph` shows it.
+fn age(graph: &str, name: &str) -> String {
+    let row = ok(&["get", graph, "Person", name, "--format", "ndjson"]);
+    let row: serde_json::Value = serde_json::from_str(row.trim()).unwrap();
+    row["age"].to_string()
+}
+
+fn person_ids(graph: &str) -> Vec<String> {
+    let csv = ok(&["read", graph, "Person", "--select", "id", "--format", "csv"]);
+    let mut ids: Vec<String> = csv.lines().skip(1).map(str::to_owned).collect();
+    ids.sort();
+    ids
+}
+
+fn sigterm(child: &std::process::Child) {
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+}
+
+/// Wait (bounded) for `child` to exit.
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the process did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_server_stopped_by_sigterm_flushes_what_it_acknowledged_and_exits_0() {
+    let (dir, graph) = empty_graph();
+    let mut served = serve(dir.path(), &[]);
+    let lines: String = (0..50).map(|i| person(&format!("p{i}"), 30)).collect();
+    let file = write_file(dir.path(), "in.ndjson", lines.as_bytes());
+    remote(&served, &["ingest", "g", &file]);
+    sigterm(&served.child);
+    let status = wait_exit(&mut served.child);
+    assert!(status.success(), "serve exited with {status}");
+    assert_eq!(wal_only_rows(&graph), 0, "rows were left only in the WAL");
+    ok(&["ingest", "fold", &graph]);
+    assert_eq!(person_ids(&graph).len(), 50);
+}
+
+#[test]
+fn a_load_after_a_killed_server_is_not_overwritten_by_its_acknowledged_rows() {
+    let (dir, graph) = empty_graph();
+    let mut served = serve(dir.path(), &[]);
+    let older = write_file(dir.path(), "older.ndjson", person("ada", 30).as_bytes());
+    remote(&served, &["ingest", "g", &older]);
+    // Killed before its folder (max lag 1 s) published the row: it is only in the WAL.
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    assert_eq!(
+        wal_only_rows(&graph),
+        1,
+        "the scenario needs the row unflushed"
+    );
+
+    let newer = write_file(dir.path(), "newer.ndjson", person("ada", 31).as_bytes());
+    ok(&["load", &graph, &newer]);
+    assert_eq!(age(&graph, "ada"), "31");
+    // A later ingest opens the shard the dead server wrote; its fold keeps 31.
+    let later = write_file(dir.path(), "later.ndjson", person("bob", 40).as_bytes());
+    ok(&["ingest", &graph, &later]);
+    ok(&["ingest", "fold", &graph]);
+    assert_eq!(age(&graph, "ada"), "31", "the older acknowledged write won");
+    assert_eq!(age(&graph, "bob"), "40");
+}
+
+#[test]
+fn an_ingest_beside_a_server_fences_it_once_and_the_server_heals() {
+    let (dir, graph) = empty_graph();
+    let served = serve(dir.path(), &[]);
+    let first = write_file(dir.path(), "a.ndjson", person("a1", 1).as_bytes());
+    remote(&served, &["ingest", "g", &first]);
+    // An embedded ingest claims the shard the server writes.
+    let beside = write_file(dir.path(), "b.ndjson", person("b1", 2).as_bytes());
+    ok(&["ingest", &graph, &beside]);
+    // The server's next send reopens the shard instead of failing with a fence.
+    let again = write_file(dir.path(), "c.ndjson", person("a2", 3).as_bytes());
+    remote(&served, &["ingest", "g", &again]);
+    remote(&served, &["ingest", "fold", "g"]);
+    assert_eq!(person_ids(&graph), ["a1", "a2", "b1"]);
+}
+
+#[test]
+fn an_ingest_stopped_by_a_signal_flushes_its_writers() {
+    let (_dir, graph) = empty_graph();
+    let mut child = bin()
+        .args(["ingest", &graph, "-", "--format", "json", "--no-fold"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut acks = BufReader::new(child.stdout.take().unwrap()).lines();
+    for i in 0..20 {
+        stdin
+            .write_all(person(&format!("p{i}"), 1).as_bytes())
+            .unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut through = 0;
+    while through < 20 {
+        let ack: serde_json::Value = serde_json::from_str(&acks.next().unwrap().unwrap()).unwrap();
+        through = ack["through_line"].as_u64().unwrap();
+    }
+    sigterm(&child);
+    let status = wait_exit(&mut child);
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert_eq!(
+        wal_only_rows(&graph),
+        0,
+        "acknowledged rows left in the WAL"
+    );
+    drop(stdin);
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_rejected_alone_and_the_rest_goes_on() {
+    let (dir, graph) = empty_graph();
+    let mut input = person("p1", 1).into_bytes();
+    input.extend_from_slice(b"{\"type\":\"Person\",\"data\":{\"name\":\"\xff\xfe\"}}\n");
+    input.extend_from_slice(person("p3", 3).as_bytes());
+    let file = write_file(dir.path(), "mixed.ndjson", &input);
+    let output = run(&["ingest", &graph, &file, "--format", "json"]);
+    assert!(output.status.success(), "{output:?}");
+    let records: Vec<serde_json::Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rejected: Vec<&serde_json::Value> = records
+        .iter()
+        .flat_map(|r| r["rejected"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(rejected.len(), 1, "{records:?}");
+    assert_eq!(rejected[0]["line"], 2);
+    assert!(rejected[0]["error"].as_str().unwrap().contains("UTF-8"));
+    let summary = records.last().unwrap();
+    assert_eq!(summary["acked"], 2, "{summary}");
+    assert_eq!(summary["through_line"], 3, "{summary}");
+    assert_eq!(person_ids(&graph), ["p1", "p3"]);
+}

@@ -294,3 +294,29 @@ async fn two_processes_inserting_one_new_key_leave_one_row() {
     assert_eq!(people(&first).await, ["ada"]);
     assert_eq!(age_of(&first, "ada").await, Some(2));
 }
+
+#[tokio::test]
+async fn cleanup_keeps_the_tip_a_new_writers_sentinel_goes_after() {
+    let (_dir, uri, stalled) = temp_graph().await;
+    // Five WAL entries, all flushed by a fold: `stalled` caches slot 6 as its next.
+    for i in 0..5 {
+        send(&stalled, &[person(&format!("p{i}"), i)]).await;
+    }
+    stalled.fold("main").await.unwrap();
+    let cleaner = Graph::open(&uri).await.unwrap();
+    cleaner.cleanup(Duration::ZERO).await.unwrap();
+    // A new writer claims the shard. It places its sentinel just past the tip; had the tip
+    // been removed it would look lower and leave slot 6 free for `stalled`, whose append
+    // there would be acknowledged before the new writer's own appends reach it.
+    let taker = Graph::open(&uri).await.unwrap();
+    taker.ingest("main").unwrap().warm("Person").await.unwrap();
+    send(&stalled, &[person("cy", 50)]).await;
+    send(&taker, &[person("bob", 40)]).await;
+    taker.fold("main").await.unwrap();
+    stalled.fold("main").await.unwrap();
+    let reader = Graph::open(&uri).await.unwrap();
+    assert_eq!(
+        people(&reader).await,
+        ["bob", "cy", "p0", "p1", "p2", "p3", "p4"]
+    );
+}

@@ -185,3 +185,13 @@ fn a_line_that_is_not_utf8_is_rejected_alone_and_the_rest_goes_on() {
     assert_eq!(summary["through_line"], 3, "{summary}");
     assert_eq!(person_ids(&graph), ["p1", "p3"]);
 }
+
+#[test]
+fn a_read_error_ends_ingest_with_a_failure_naming_the_line() {
+    let (dir, graph) = empty_graph();
+    // A directory opens as a file on Linux, and its first read fails.
+    let output = run(&["ingest", &graph, &dir.path().to_string_lossy()]);
+    assert_eq!(output.status.code(), Some(74), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("cannot read line 1 of"), "{stderr}");
+}

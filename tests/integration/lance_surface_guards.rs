@@ -276,12 +276,23 @@ async fn memwal_writer_defaults_are_recorded_and_reinitialize_is_refused() {
     writer.abort().await.unwrap();
 }
 
-/// A second writer on a shard fences the first: its next put fails with a typed fence,
-/// which the adapter maps to `Fenced`.
-#[tokio::test]
-async fn a_fenced_writer_fails_with_a_typed_fence() {
+/// Two writers of one MemWAL shard of an enrolled Person table: `first` put one row
+/// (WAL entry 1), then `second` claimed the shard, fencing `first`.
+struct FencedPair {
+    _dir: tempfile::TempDir,
+    store: GraphStore,
+    shard: uuid::Uuid,
+    first: lance::dataset::mem_wal::ShardWriter,
+    second: lance::dataset::mem_wal::ShardWriter,
+    /// The table as `second` opened it.
+    reopened: Dataset,
+    /// A one-row Person batch.
+    batch: RecordBatch,
+}
+
+async fn fenced_pair() -> FencedPair {
     use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
-    let (_dir, store, mut dataset) = person_table().await;
+    let (dir, store, mut dataset) = person_table().await;
     dataset
         .initialize_mem_wal()
         .unsharded()
@@ -301,6 +312,28 @@ async fn a_fenced_writer_fails_with_a_typed_fence() {
         .await
         .unwrap();
     let second = reopened.mem_wal_writer(shard, config).await.unwrap();
+    FencedPair {
+        _dir: dir,
+        store,
+        shard,
+        first,
+        second,
+        reopened,
+        batch,
+    }
+}
+
+/// A second writer on a shard fences the first: its next put fails with a typed fence,
+/// which the adapter maps to `Fenced`.
+#[tokio::test]
+async fn a_fenced_writer_fails_with_a_typed_fence() {
+    let FencedPair {
+        _dir,
+        first,
+        second,
+        batch,
+        ..
+    } = fenced_pair().await;
     assert_eq!(second.epoch(), first.epoch() + 1);
     let error = first.put(vec![batch]).await.unwrap_err();
     assert!(
@@ -314,27 +347,13 @@ async fn a_fenced_writer_fails_with_a_typed_fence() {
 /// tells it by that text.
 #[tokio::test]
 async fn closing_a_fenced_writer_fails_with_an_untyped_fence() {
-    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
-    let (_dir, store, mut dataset) = person_table().await;
-    dataset
-        .initialize_mem_wal()
-        .unsharded()
-        .execute()
-        .await
-        .unwrap();
-    let shard = uuid::Uuid::new_v4();
-    let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
-    let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
-    let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
-    let catalog = ingest_core::Catalog::parse(tributary_tests::SCHEMA).unwrap();
-    let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
-    let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
-    first.put(vec![batch]).await.unwrap();
-    let reopened = store
-        .open_dataset("nodes/Person.lance", None)
-        .await
-        .unwrap();
-    let _second = reopened.mem_wal_writer(shard, config).await.unwrap();
+    // (`_dir` and `second` bound, so neither is dropped before the close.)
+    let FencedPair {
+        _dir,
+        first,
+        second: _second,
+        ..
+    } = fenced_pair().await;
     let error = first.close().await.unwrap_err();
     assert!(error.fence_reason().is_none(), "now typed: {error:?}");
     assert!(error.to_string().contains("Writer fenced"), "{error}");
@@ -349,27 +368,16 @@ async fn closing_a_fenced_writer_fails_with_an_untyped_fence() {
 #[tokio::test]
 async fn a_fenced_writer_acknowledges_into_a_freed_sentinel_slot() {
     use lance::dataset::mem_wal::util::wal_entry_filename;
-    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig, WalTailer};
-    let (_dir, store, mut dataset) = person_table().await;
-    dataset
-        .initialize_mem_wal()
-        .unsharded()
-        .execute()
-        .await
-        .unwrap();
-    let shard = uuid::Uuid::new_v4();
-    let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
-    let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
-    let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
-    let catalog = ingest_core::Catalog::parse(tributary_tests::SCHEMA).unwrap();
-    let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
-    let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
-    first.put(vec![batch.clone()]).await.unwrap();
-    let reopened = store
-        .open_dataset("nodes/Person.lance", None)
-        .await
-        .unwrap();
-    let _second = reopened.mem_wal_writer(shard, config).await.unwrap();
+    use lance::dataset::mem_wal::WalTailer;
+    let FencedPair {
+        _dir,
+        store,
+        shard,
+        first,
+        second: _second,
+        reopened,
+        batch,
+    } = fenced_pair().await;
 
     let wal_dir = format!("nodes/Person.lance/_mem_wal/{shard}/wal");
     // An entry records the memtable generation of its rows under the schema-metadata

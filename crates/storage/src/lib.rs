@@ -229,20 +229,11 @@ impl GraphStore {
 
     /// Sizes of the objects directly below `dir`, by name.
     pub async fn sizes(&self, dir: &str) -> Result<Vec<(String, u64)>> {
-        let prefix = self.path_of(dir);
-        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
-            Ok(listing) => listing,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(source).context(ObjectStoreSnafu {
-                    path: prefix.to_string(),
-                })
-            }
-        };
-        Ok(listing
-            .objects
+        Ok(self
+            .entries(dir)
+            .await?
             .into_iter()
-            .filter_map(|meta| Some((meta.location.filename()?.to_owned(), meta.size)))
+            .map(|entry| (entry.name, entry.size))
             .collect())
     }
 

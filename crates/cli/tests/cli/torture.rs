@@ -163,7 +163,12 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                     "--server",
                     &url,
                 ]);
-                settle(&mut oracle, &mut tally, &rows, &output);
+                settle(
+                    &mut oracle,
+                    &mut tally,
+                    &rows,
+                    acked_through(&output.stdout),
+                );
             }
             // An embedded ingest beside the server (fencing its writer), folding or not.
             2 | 3 => {
@@ -179,7 +184,12 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                     args.push("--no-fold");
                 }
                 let output = run(&args);
-                settle(&mut oracle, &mut tally, &rows, &output);
+                settle(
+                    &mut oracle,
+                    &mut tally,
+                    &rows,
+                    acked_through(&output.stdout),
+                );
             }
             // An embedded ingest killed after some acknowledgements.
             4 => {
@@ -207,14 +217,7 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                 child.kill().unwrap();
                 child.wait().unwrap();
                 tally.sigkills += 1;
-                for (i, (key, value)) in rows.iter().enumerate() {
-                    if (i as u64) < through {
-                        oracle.acknowledged(key, value);
-                        tally.acked_rows += 1;
-                    } else {
-                        oracle.maybe(key, value);
-                    }
-                }
+                settle(&mut oracle, &mut tally, &rows, through);
             }
             // A load, embedded or remote.
             5 | 6 => {
@@ -225,14 +228,12 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                     args.extend(["--server", url.as_str()]);
                 }
                 let output = run(&args);
-                for (key, value) in &rows {
-                    if output.status.success() {
-                        oracle.acknowledged(key, value);
-                        tally.acked_rows += 1;
-                    } else {
-                        oracle.maybe(key, value);
-                    }
-                }
+                let through = if output.status.success() {
+                    rows.len() as u64
+                } else {
+                    0
+                };
+                settle(&mut oracle, &mut tally, &rows, through);
             }
             // A remote load whose client goes away mid-request.
             7 => {
@@ -246,14 +247,12 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                 child.kill().unwrap();
                 let status = child.wait().unwrap();
                 tally.abandoned += 1;
-                for (key, value) in &rows {
-                    if status.success() {
-                        oracle.acknowledged(key, value);
-                        tally.acked_rows += 1;
-                    } else {
-                        oracle.maybe(key, value);
-                    }
-                }
+                let through = if status.success() {
+                    rows.len() as u64
+                } else {
+                    0
+                };
+                settle(&mut oracle, &mut tally, &rows, through);
             }
             // The server stops: killed, or asked to stop.
             8 => {
@@ -358,15 +357,9 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
     );
 }
 
-/// Record what an ingest acknowledged (every line up to its last `through_line`; the
-/// rest is unknown if it failed).
-fn settle(
-    oracle: &mut Oracle,
-    tally: &mut Tally,
-    rows: &[(String, String)],
-    output: &std::process::Output,
-) {
-    let through = acked_through(&output.stdout);
+/// Record what an ingest acknowledged: every line up to `through`; the outcome of the
+/// rest is unknown (the process failed or was killed before acknowledging them).
+fn settle(oracle: &mut Oracle, tally: &mut Tally, rows: &[(String, String)], through: u64) {
     for (i, (key, value)) in rows.iter().enumerate() {
         if (i as u64) < through {
             oracle.acknowledged(key, value);

@@ -8,6 +8,7 @@ mod fold_model;
 mod fresh;
 mod ingest;
 mod lance_surface_guards;
+mod lease;
 mod load;
 mod publisher;
 mod reads;

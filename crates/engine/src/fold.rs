@@ -147,9 +147,10 @@ impl Graph {
         policy: tributary_fold::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
-        let queue = self.write_queue(branch).await;
-        let _turn = queue.lock().await;
-        self.fold_locked_with(branch, policy, claim).await
+        let turn = self.write_turn(branch).await?;
+        let folded = self.fold_locked_with(branch, policy, claim).await;
+        turn.end().await;
+        folded
     }
 
     /// The fold of the background folder: it leaves the WAL tails of live writers alone.

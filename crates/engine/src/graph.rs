@@ -9,7 +9,8 @@ use lance::dataset::WriteMode;
 use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+use tributary_fold::BranchLease;
 use tributary_publisher::{CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord};
 use tributary_storage::{GraphStore, OpCounter};
 
@@ -41,7 +42,8 @@ pub struct Graph {
     pub(crate) store: GraphStore,
     pub(crate) catalog: Catalog,
     pub(crate) publisher: ManifestCasPublisher,
-    /// One write queue per branch: loads (and later folds) of a branch run one at a time.
+    /// One write queue per branch: this process's loads and folds of a branch run one at a
+    /// time, and each, once at the front, takes the branch's lease across processes.
     write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     pub(crate) settings: GraphSettings,
     pub(crate) writers: crate::ingest::Writers,
@@ -251,10 +253,34 @@ impl Graph {
             .context(StorageSnafu)
     }
 
-    /// The write queue of `branch`: hold the guard for the whole write.
-    pub(crate) async fn write_queue(&self, branch: &str) -> Arc<Mutex<()>> {
-        let mut queues = self.write_queues.lock().await;
-        queues.entry(branch.to_owned()).or_default().clone()
+    /// The turn to write `branch`: its queue in this process, then its lease across
+    /// processes (see [`tributary_fold::lease`]). Hold it from before the write reads the
+    /// head until after it publishes, and [`WriteTurn::end`] it.
+    pub(crate) async fn write_turn(&self, branch: &str) -> Result<WriteTurn> {
+        let queue = {
+            let mut queues = self.write_queues.lock().await;
+            queues.entry(branch.to_owned()).or_default().clone()
+        };
+        let queued = queue.lock_owned().await;
+        let lease = BranchLease::acquire(&self.store, branch).await?;
+        Ok(WriteTurn {
+            lease,
+            _queued: queued,
+        })
+    }
+}
+
+/// One writer's turn on a branch (see [`Graph::write_turn`]). Dropped without
+/// [`WriteTurn::end`] (a cancelled write), its lease is released in the background.
+pub(crate) struct WriteTurn {
+    lease: BranchLease,
+    _queued: OwnedMutexGuard<()>,
+}
+
+impl WriteTurn {
+    /// Hand the branch on: the lease first, then this process's queue.
+    pub(crate) async fn end(self) {
+        self.lease.release().await;
     }
 }
 

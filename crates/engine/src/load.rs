@@ -80,8 +80,20 @@ impl Graph {
             }
             .fail();
         }
-        let queue = self.write_queue(&options.branch).await;
-        let _turn = queue.lock().await;
+        let turn = self.write_turn(&options.branch).await?;
+        let loaded = self.load_in_turn(batches, options).await;
+        turn.end().await;
+        loaded
+    }
+
+    /// The load itself, in the branch's write turn: no other writer of the branch, in any
+    /// process, reads the head or commits until this one has published, so the checks
+    /// against the head (`@unique`, `@card`, endpoints, insert mode) hold at the publish.
+    async fn load_in_turn(
+        &self,
+        batches: Vec<TypeBatch>,
+        options: &LoadOptions,
+    ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
         self.fold_before_load(&options.branch, &batches).await?;
 

@@ -73,29 +73,40 @@ impl Graph {
         if may_be_running(&intent, age) {
             return Ok(Some(Recovered::InFlight { intent: intent.id }));
         }
-        // The branch's queue first, then the claim: within this process claims are then
-        // only ever taken under the queue, so a claim held here is never mistaken for
-        // one in flight by a write that then goes ahead of it.
-        let queue = match held_branch {
+        // The branch's write turn first, then the claim: claims are then only ever taken
+        // by the branch's one writer, so a claim held here is never mistaken for one in
+        // flight by a write that then goes ahead of it.
+        let turn = match held_branch {
             Some(_) => None,
-            None => Some(self.write_queue(&intent.branch).await),
+            None => Some(self.write_turn(&intent.branch).await?),
         };
-        let _turn = match &queue {
-            Some(queue) => Some(queue.lock().await),
-            None => None,
-        };
+        let outcome = self.resolve_claimed(id, &path, names, intent).await;
+        if let Some(turn) = turn {
+            turn.end().await;
+        }
+        outcome
+    }
+
+    /// Claim intent `id` and resolve it; the caller holds its branch's write turn.
+    async fn resolve_claimed(
+        &self,
+        id: &str,
+        path: &str,
+        names: &[String],
+        intent: Intent,
+    ) -> Result<Option<Recovered>> {
         let Some((claim, _claimed)) = self.claim_intent(id, names).await? else {
             return Ok(Some(Recovered::InFlight { intent: intent.id }));
         };
         // Another process may have finished it between our listing and our claim.
-        if self.store.get(&path).await.context(StorageSnafu)?.is_none() {
+        if self.store.get(path).await.context(StorageSnafu)?.is_none() {
             self.release_claims(id, &claim).await;
             return Ok(None);
         }
         let outcome = match recover_intent(self.target(), &intent).await {
             Ok(outcome) => {
                 tracing::info!(?outcome, "resolved an interrupted write");
-                self.store.delete(&path).await.context(StorageSnafu)?;
+                self.store.delete(path).await.context(StorageSnafu)?;
                 outcome
             }
             Err(error) => {

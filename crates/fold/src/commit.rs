@@ -110,7 +110,7 @@ enum Window {
 }
 
 /// Make a staged write visible: sidecar, table commits, one publish, sidecar delete.
-/// The caller holds the branch's write queue. A failure after the sidecar is written is
+/// The caller holds the branch's write turn (its queue and lease). A failure after the sidecar is written is
 /// resolved at once (rolled forward or dropped) unless it is a simulated crash, which
 /// leaves everything for recovery on the next open.
 pub async fn commit_intent(
@@ -260,7 +260,7 @@ pub async fn publish_with_retry(
     }
 }
 
-/// Resolve one intent (the caller holds the branch's write queue):
+/// Resolve one intent (the caller holds the branch's write turn (its queue and lease)):
 /// - publish recorded (a commit carries the intent id): nothing to do;
 /// - no table committed: nothing is visible and nothing was acknowledged; drop it (the
 ///   staged data files are orphans for cleanup);

@@ -26,6 +26,10 @@ const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 pub struct Owner {
     pub host: String,
     pub pid: u32,
+    /// When the process started (clock ticks since boot), so a later process that reuses
+    /// the pid is not taken for it. Absent in sidecars of older versions.
+    #[serde(default)]
+    pub started: Option<u64>,
 }
 
 impl Owner {
@@ -34,11 +38,22 @@ impl Owner {
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
             .map(|h| h.trim().to_owned())
             .unwrap_or_default();
+        let pid = std::process::id();
         Owner {
             host,
-            pid: std::process::id(),
+            pid,
+            started: process_start(pid),
         }
     }
+}
+
+/// A process's start time in clock ticks since boot (`/proc/<pid>/stat`, field 22), or
+/// `None` when there is no such process (or no `/proc`).
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is parenthesized and may hold spaces: count after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Intents of writes (loads, folds) running in this process right now.
@@ -89,7 +104,10 @@ pub fn owner_may_be_running(
                     .iter()
                     .any(|running| running == id)
             } else {
-                std::path::Path::new(&format!("/proc/{}", owner.pid)).exists()
+                match owner.started {
+                    Some(started) => process_start(owner.pid) == Some(started),
+                    None => std::path::Path::new(&format!("/proc/{}", owner.pid)).exists(),
+                }
             }
         }
         _ => age.is_none_or(|age| age < FOREIGN_GRACE),
@@ -198,6 +216,27 @@ fn from_hex(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_is_told_from_a_later_one_with_its_pid() {
+        let me = Owner::this_process();
+        assert!(me.started.is_some(), "this process has a start time");
+        let parent = std::os::unix::process::parent_id();
+        let mut other = Owner {
+            pid: parent,
+            started: process_start(parent),
+            ..me.clone()
+        };
+        assert!(
+            owner_may_be_running(Some(&other), "x", None),
+            "the parent runs"
+        );
+        other.started = other.started.map(|t| t + 1);
+        assert!(
+            !owner_may_be_running(Some(&other), "x", None),
+            "a live pid that started at another time is another process"
+        );
+    }
 
     #[test]
     fn hex_round_trips() {

@@ -97,7 +97,7 @@ struct TablePlan<'c> {
 }
 
 /// Fold every flushed generation of `branch`'s enrolled tables above their compaction
-/// marks. The caller holds the branch's write queue and has frozen its own writers (the
+/// marks. The caller holds the branch's write turn (its queue and lease) and has frozen its own writers (the
 /// cut); generations flushed by other processes are folded as they stand.
 pub async fn fold_pending(
     target: GraphTarget<'_>,

@@ -195,3 +195,39 @@ fn a_read_error_ends_ingest_with_a_failure_naming_the_line() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot read line 1 of"), "{stderr}");
 }
+
+#[test]
+fn two_load_processes_at_once_cannot_share_a_unique_email() {
+    let (dir, graph) = empty_graph();
+    let line = |name: &str| {
+        format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{name}\",\"email\":\"x@example.com\"}}}}\n")
+    };
+    let ada = write_file(dir.path(), "ada.ndjson", line("ada").as_bytes());
+    let bob = write_file(dir.path(), "bob.ndjson", line("bob").as_bytes());
+    // The first load validates, writes its sidecar and then waits before its table commits.
+    let mut first = bin()
+        .args(["load", &graph, &ada])
+        .env("FAILPOINTS", "load::before-table-commits=sleep(2000)")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let recovery = std::path::Path::new(&graph).join("__recovery");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::read_dir(&recovery).map_or(0, |d| d.count()) == 0 {
+        assert!(Instant::now() < deadline, "the first load never staged");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The second, with the same @unique email, runs while the first is mid-write.
+    let second = run(&["load", &graph, &bob]);
+    let first_status = wait_exit(&mut first);
+    assert!(first_status.success(), "the first load failed");
+    assert_eq!(
+        second.status.code(),
+        Some(65),
+        "the second load shared the first's @unique email"
+    );
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("is not unique"), "{stderr}");
+    assert_eq!(person_ids(&graph), ["ada"]);
+}

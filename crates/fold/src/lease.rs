@@ -1,0 +1,280 @@
+//! The branch write lease: one graph writer per branch at a time, across processes.
+//!
+//! A graph write validates against the branch head, commits its tables on their latest
+//! versions and then publishes. Two writers of one branch overlapping in that window can
+//! each pass a check the pair breaks (`@unique`, `@card`), and a writer that commits while
+//! another is between its table commits and its publish republishes the other's versions.
+//! So every load, fold and recovery of a branch holds its lease from before it reads the
+//! head until after it publishes.
+//!
+//! The lease is a sequence of small objects `__leases/<branch>/<n>.json`, each created with
+//! put-if-absent, so the store decides who holds number `n`. The holder of the highest
+//! number holds the lease while it runs; it hands the lease on by overwriting its object
+//! with a release mark. A waiter takes over a lease whose holder is gone (released, or a
+//! process that died: see [`owner_may_be_running`]) by creating `n + 1`. Numbers never go
+//! back, so of all processes that judge `n` free exactly one creates `n + 1`. The holder
+//! removes the objects below its own; a process acting on a listing that old (it created a
+//! number that was already removed) sees a higher number when it checks its win, and
+//! backs off. While held, the object is rewritten every few seconds, so a holder on another
+//! machine is judged by the age of its last write.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use snafu::ResultExt;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tributary_storage::GraphStore;
+
+use crate::error::{Result, StorageSnafu};
+use crate::intent::{owner_may_be_running, InFlight, Owner};
+
+pub const LEASE_DIR: &str = "__leases";
+
+/// How often a holder rewrites its lease object (well inside the foreign grace).
+const HEARTBEAT: Duration = Duration::from_secs(15);
+/// Waiting starts short (an uncontended handover takes milliseconds) and backs off.
+const FIRST_WAIT: Duration = Duration::from_millis(10);
+const LONGEST_WAIT: Duration = Duration::from_millis(250);
+/// After this long a waiter says whom it waits for.
+const REPORT_AFTER: Duration = Duration::from_secs(5);
+
+/// What a lease object says.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Mark {
+    Held { owner: Owner, branch: String },
+    Released,
+}
+
+/// The write lease of one branch, held until [`BranchLease::release`] (or drop).
+pub struct BranchLease {
+    store: GraphStore,
+    path: String,
+    _in_flight: InFlight,
+    heartbeat: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+}
+
+impl std::fmt::Debug for BranchLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BranchLease")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The folder of `branch`'s lease objects. Branch names are kept readable; any character
+/// that could leave the folder is hex-escaped.
+fn lease_dir(branch: &str) -> String {
+    let mut name = String::with_capacity(branch.len());
+    for ch in branch.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+            name.push(ch);
+        } else {
+            for byte in ch.to_string().bytes() {
+                name.push_str(&format!("%{byte:02x}"));
+            }
+        }
+    }
+    format!("{LEASE_DIR}/{name}")
+}
+
+fn number_of(name: &str) -> Option<u64> {
+    name.strip_suffix(".json")?.parse().ok()
+}
+
+fn object(dir: &str, number: u64) -> String {
+    format!("{dir}/{number:020}.json")
+}
+
+impl BranchLease {
+    /// Wait until this process holds `branch`'s lease. Waits as long as a live holder
+    /// holds it; a holder that died is taken over at once (same machine) or once its last
+    /// heartbeat is older than the foreign grace (another machine).
+    pub async fn acquire(store: &GraphStore, branch: &str) -> Result<BranchLease> {
+        let dir = lease_dir(branch);
+        let started = tokio::time::Instant::now();
+        let mut wait = FIRST_WAIT;
+        let mut reported = false;
+        loop {
+            let entries = store.entries(&dir).await.context(StorageSnafu)?;
+            let top = entries
+                .iter()
+                .filter_map(|e| Some((number_of(&e.name)?, e.modified)))
+                .max_by_key(|(n, _)| *n);
+            let next = match top {
+                None => 0,
+                Some((n, modified)) => match holder(store, &object(&dir, n), modified).await? {
+                    Holder::Free => n + 1,
+                    Holder::Gone => continue,
+                    Holder::Live(owner) => {
+                        if !reported && started.elapsed() >= REPORT_AFTER {
+                            tracing::info!(branch, host = %owner.host, pid = owner.pid, "waiting for the branch's write lease");
+                            reported = true;
+                        }
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(LONGEST_WAIT);
+                        continue;
+                    }
+                },
+            };
+            if let Some(lease) = Self::try_take(store, &dir, branch, next).await? {
+                return Ok(lease);
+            }
+        }
+    }
+
+    /// Create lease object `number`; `None` if another process created it first or a
+    /// higher number exists by the time it is created.
+    async fn try_take(
+        store: &GraphStore,
+        dir: &str,
+        branch: &str,
+        number: u64,
+    ) -> Result<Option<BranchLease>> {
+        let path = object(dir, number);
+        // Marked in flight before it exists, so a task of this process that finds it
+        // knows its holder is alive.
+        let in_flight = InFlight::start(&path);
+        let mark = Mark::Held {
+            owner: Owner::this_process(),
+            branch: branch.to_owned(),
+        };
+        let bytes = serde_json::to_vec(&mark).unwrap_or_default();
+        if !store
+            .put_if_absent(&path, bytes.clone())
+            .await
+            .context(StorageSnafu)?
+        {
+            return Ok(None);
+        }
+        let names = store.list(dir).await.context(StorageSnafu)?;
+        let numbers: Vec<u64> = names.iter().filter_map(|n| number_of(n)).collect();
+        if numbers.iter().any(|&n| n > number) {
+            // Acted on a listing from before a later holder: not ours.
+            let _ = store.delete(&path).await;
+            return Ok(None);
+        }
+        for n in numbers.into_iter().filter(|&n| n < number) {
+            if let Err(error) = store.delete(&object(dir, n)).await {
+                tracing::debug!(%error, "could not remove an old lease object");
+            }
+        }
+        let heartbeat = spawn_heartbeat(store.clone(), path.clone(), bytes);
+        Ok(Some(BranchLease {
+            store: store.clone(),
+            path,
+            _in_flight: in_flight,
+            heartbeat: Some(heartbeat),
+        }))
+    }
+
+    /// Hand the lease on. The heartbeat stops first (and finishes any rewrite it started),
+    /// so nothing can overwrite the release mark.
+    pub async fn release(mut self) {
+        let heartbeat = self.heartbeat.take();
+        release(self.store.clone(), self.path.clone(), heartbeat).await;
+    }
+}
+
+impl Drop for BranchLease {
+    /// A lease dropped without [`BranchLease::release`] (a cancelled write) is released in
+    /// the background; with no runtime left the process is ending, and a dead holder's
+    /// lease is taken over anyway.
+    fn drop(&mut self) {
+        let Some(heartbeat) = self.heartbeat.take() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(release(
+                self.store.clone(),
+                self.path.clone(),
+                Some(heartbeat),
+            ));
+        }
+    }
+}
+
+async fn release(
+    store: GraphStore,
+    path: String,
+    heartbeat: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+) {
+    if let Some((stop, task)) = heartbeat {
+        let _ = stop.send(());
+        let _ = task.await;
+    }
+    let bytes = serde_json::to_vec(&Mark::Released).unwrap_or_default();
+    if let Err(error) = store.put(&path, bytes).await {
+        // The holder is this live process; the next writer here or elsewhere waits until
+        // the process ends (same machine) or the foreign grace passes.
+        tracing::warn!(%error, lease = path, "could not release a branch write lease");
+    }
+}
+
+fn spawn_heartbeat(
+    store: GraphStore,
+    path: String,
+    bytes: Vec<u8>,
+) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let (stop, mut stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tokio::time::sleep(HEARTBEAT) => {
+                    if let Err(error) = store.put(&path, bytes.clone()).await {
+                        tracing::warn!(%error, lease = path, "could not renew a branch write lease");
+                    }
+                }
+            }
+        }
+    });
+    (stop, task)
+}
+
+enum Holder {
+    /// Released, or its holder is gone: the next number may be taken.
+    Free,
+    /// Removed between the listing and the read: list again.
+    Gone,
+    Live(Owner),
+}
+
+async fn holder(
+    store: &GraphStore,
+    path: &str,
+    modified: Option<std::time::SystemTime>,
+) -> Result<Holder> {
+    let Some(bytes) = store.get(path).await.context(StorageSnafu)? else {
+        return Ok(Holder::Gone);
+    };
+    match serde_json::from_slice::<Mark>(&bytes) {
+        Ok(Mark::Held { owner, .. }) => {
+            let age = modified.and_then(|t| std::time::SystemTime::now().duration_since(t).ok());
+            if owner_may_be_running(Some(&owner), path, age) {
+                Ok(Holder::Live(owner))
+            } else {
+                Ok(Holder::Free)
+            }
+        }
+        Ok(Mark::Released) => Ok(Holder::Free),
+        // A torn or foreign object cannot name a live holder.
+        Err(error) => {
+            tracing::warn!(%error, lease = path, "unreadable lease object; taken over");
+            Ok(Holder::Free)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_folders_stay_inside_the_lease_dir() {
+        assert_eq!(lease_dir("main"), "__leases/main");
+        assert_eq!(lease_dir("../x"), "__leases/%2e%2e%2fx");
+        assert_eq!(number_of(&object("d", 7)[2..]), Some(7));
+    }
+}

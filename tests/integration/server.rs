@@ -511,3 +511,29 @@ async fn a_client_that_drops_a_load_mid_commit_leaves_it_whole() {
     }
     scenario.teardown();
 }
+
+#[test]
+fn error_kinds_have_one_wire_name_status_and_exit_code() {
+    use tributary::ErrorKind;
+    for kind in ErrorKind::ALL {
+        assert_eq!(ErrorKind::from_name(kind.name()), Some(kind));
+        let json = serde_json::to_string(&kind).unwrap();
+        assert_eq!(
+            json,
+            format!("\"{}\"", kind.name()),
+            "serde and the table agree"
+        );
+    }
+    assert_eq!(ErrorKind::from_name("no_such_kind"), None);
+    assert_eq!(tributary_server::NO_ROW, "no_row");
+    assert_eq!(ErrorKind::NoRow.http_status(), 404);
+    assert_eq!(
+        ErrorKind::NoRow.exit_code(),
+        ErrorKind::NotFound.exit_code()
+    );
+    assert_eq!(ErrorKind::Unavailable.http_status(), 503);
+    assert_eq!(
+        ErrorKind::TooLarge.exit_code(),
+        ErrorKind::InvalidInput.exit_code()
+    );
+}

@@ -60,10 +60,7 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         "seconds": seconds,
         "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
     });
-    let io = |e: std::io::Error| Failure {
-        message: e.to_string(),
-        code: 74,
-    };
+    let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
@@ -85,17 +82,11 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         .map_err(io)?,
     }
     match stop {
-        Some(Stop::Strict(bad)) => Err(Failure {
-            message: format!("--strict: stopped at {bad}"),
-            code: 65,
-        }),
-        Some(Stop::Signal) => Err(Failure {
-            message: format!(
-                "interrupted after line {}; acknowledged rows are durable",
-                totals.through_line
-            ),
-            code: 130,
-        }),
+        Some(Stop::Strict(bad)) => Err(Failure::invalid(format!("--strict: stopped at {bad}"))),
+        Some(Stop::Signal) => Err(Failure::interrupted(format!(
+            "interrupted after line {}; acknowledged rows are durable",
+            totals.through_line
+        ))),
         None => Ok(()),
     }
 }
@@ -219,10 +210,7 @@ fn report(
     totals.acked += ack.durable_rows;
     totals.rejected += ack.rejected.len() as u64;
     totals.through_line = ack.through_line;
-    let io = |e: std::io::Error| Failure {
-        message: e.to_string(),
-        code: 74,
-    };
+    let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {
         Format::Json | Format::Ndjson => {
             let rejected: Vec<_> = ack
@@ -261,10 +249,8 @@ fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
     let mut reader: Box<dyn BufRead + Send> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
-        let opened = std::fs::File::open(file).map_err(|e| Failure {
-            message: format!("cannot read {file}: {e}"),
-            code: 65,
-        })?;
+        let opened = std::fs::File::open(file)
+            .map_err(|e| Failure::invalid(format!("cannot read {file}: {e}")))?;
         Box::new(std::io::BufReader::new(opened))
     };
     let (sender, receiver) = tokio::sync::mpsc::channel(64 * 1024);
@@ -283,10 +269,9 @@ fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
                     }
                     Ok(bytes)
                 }
-                Err(error) => Err(Failure {
-                    message: format!("cannot read line {line_no} of {file}: {error}"),
-                    code: 74,
-                }),
+                Err(error) => Err(Failure::io(format!(
+                    "cannot read line {line_no} of {file}: {error}"
+                ))),
             };
             let failed = line.is_err();
             if sender.blocking_send(line).is_err() || failed {
@@ -362,24 +347,18 @@ pub async fn run_remote(
         .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
         .body(reqwest::Body::wrap_stream(body));
     let response = remote.send(request).await?;
-    let io = |e: std::io::Error| Failure {
-        message: e.to_string(),
-        code: 74,
-    };
+    let io = |e: std::io::Error| Failure::io(e.to_string());
     let mut stream = response.bytes_stream();
     let mut buffer = Vec::new();
     let mut summary = None;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| Failure {
-            message: format!("the server stream broke: {e}"),
-            code: 75,
-        })?;
+        let chunk =
+            chunk.map_err(|e| Failure::unavailable(format!("the server stream broke: {e}")))?;
         buffer.extend_from_slice(&chunk);
         while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buffer.drain(..=end).collect();
-            let record: serde_json::Value = serde_json::from_slice(&line).map_err(|e| Failure {
-                message: format!("unreadable record from the server: {e}"),
-                code: 70,
+            let record: serde_json::Value = serde_json::from_slice(&line).map_err(|e| {
+                Failure::internal(format!("unreadable record from the server: {e}"))
             })?;
             if record.get("summary").is_some() {
                 summary = Some(record);
@@ -399,10 +378,9 @@ pub async fn run_remote(
         }
     }
     let Some(summary) = summary else {
-        return Err(Failure {
-            message: "the server ended the stream without a summary".into(),
-            code: 75,
-        });
+        return Err(Failure::unavailable(
+            "the server ended the stream without a summary",
+        ));
     };
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
@@ -414,17 +392,10 @@ pub async fn run_remote(
         .map_err(io)?,
     }
     match summary.get("error") {
-        Some(error) => Err(Failure {
-            message: error["error"]
-                .as_str()
-                .unwrap_or("ingest failed")
-                .to_owned(),
-            code: match error["kind"].as_str() {
-                Some("invalid_input") => 65,
-                Some("unavailable" | "conflict" | "fenced") => 75,
-                _ => 70,
-            },
-        }),
+        Some(error) => Err(Failure::of_wire(
+            error["kind"].as_str(),
+            error["error"].as_str().unwrap_or("ingest failed"),
+        )),
         None => Ok(()),
     }
 }

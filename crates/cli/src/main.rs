@@ -1,6 +1,7 @@
 //! `tributary`: the command-line interface to a Tributary graph.
 
 mod backend;
+mod failure;
 mod ingest;
 mod output;
 mod remote;
@@ -13,10 +14,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tributary::{
-    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, SearchQuery, View,
+    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
+    View,
 };
 
-use backend::{Backend, ServerArgs};
+use backend::ServerArgs;
+pub(crate) use failure::Failure;
 
 use output::Format;
 
@@ -256,46 +259,13 @@ enum ModeArg {
     Insert,
 }
 
-/// A failure to report: the message and the exit status.
-pub(crate) struct Failure {
-    pub(crate) message: String,
-    pub(crate) code: u8,
-}
-
-/// A command-line mistake (exit code 64, EX_USAGE).
-fn usage(message: &str) -> Failure {
-    Failure {
-        message: message.to_owned(),
-        code: 64,
-    }
-}
-
 /// A `--nearest` vector: a JSON array of numbers.
 fn parse_vector(text: &str) -> Result<Vec<f32>, Failure> {
     serde_json::from_str::<Vec<f32>>(text).map_err(|e| {
-        usage(&format!(
+        Failure::usage(format!(
             "--nearest must be a JSON array of numbers like \"[0.1, 0.2]\": {e}"
         ))
     })
-}
-
-impl From<tributary::Error> for Failure {
-    fn from(error: tributary::Error) -> Self {
-        let code = match error.kind() {
-            ErrorKind::InvalidInput => 65,
-            ErrorKind::NotFound => 66,
-            ErrorKind::Conflict | ErrorKind::Unavailable | ErrorKind::Fenced => 75,
-            ErrorKind::Internal => 70,
-        };
-        Failure {
-            message: error.to_string(),
-            code,
-        }
-    }
-}
-
-fn input_failure(message: String) -> Failure {
-    Failure { message, code: 65 }
 }
 
 fn main() -> ExitCode {
@@ -310,7 +280,7 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::from(70);
+            return ExitCode::from(ErrorKind::Internal.exit_code());
         }
     };
     let format = Format::resolve(cli.format);
@@ -327,19 +297,15 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
-        output::write_batch(out, format, batch).map_err(|message| Failure { message, code: 70 })
+        output::write_batch(out, format, batch).map_err(Failure::internal)
     };
     match command {
         Command::Init { graph, schema } => {
             let source = std::fs::read_to_string(&schema).map_err(|e| {
-                input_failure(format!("cannot read schema {}: {e}", schema.display()))
+                Failure::invalid(format!("cannot read schema {}: {e}", schema.display()))
             })?;
-            let (types, commit) = match &server.server {
-                Some(url) => {
-                    remote::Remote::new(url, &graph, server.token.clone())
-                        .create(source)
-                        .await?
-                }
+            let (types, commit) = match server.remote(&graph) {
+                Some(remote) => remote.create(source).await?,
                 None => {
                     let opened = Graph::init(&graph, &source).await?;
                     let head = opened.snapshot(&At::default()).await?;
@@ -360,7 +326,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             branch,
         } => {
             let text = read_input(&file)?;
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let mode = match mode {
                 ModeArg::Upsert => LoadMode::Upsert,
                 ModeArg::Insert => LoadMode::Insert,
@@ -370,7 +336,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 mode,
                 ..Default::default()
             };
-            let outcome = opened.load(text, &options).await?;
+            let outcome = opened.load(&text, &options).await?;
             let mut rows: Vec<(String, String)> = outcome
                 .rows
                 .iter()
@@ -387,7 +353,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             limit,
             view,
         } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let options = ReadOptions {
                 at: view.at.at(),
                 filter,
@@ -404,13 +370,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             key,
             view,
         } => {
-            let opened = Backend::open(&graph, &server).await?;
-            match opened.get(&r#type, &key, view.view()).await? {
+            let opened = backend::open(&graph, &server).await?;
+            match opened.get(&r#type, &key, &view.view()).await? {
                 Some(batch) => emit(&mut out, &batch),
-                None => Err(Failure {
-                    message: format!("{type} `{key}` not found", type = r#type),
-                    code: 66,
-                }),
+                None => Err(Failure::of(
+                    ErrorKind::NoRow,
+                    format!("{type} `{key}` not found", type = r#type),
+                )),
             }
         }
         Command::Neighbors {
@@ -421,14 +387,14 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             incoming,
             view,
         } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let direction = if incoming {
                 Direction::In
             } else {
                 Direction::Out
             };
             let batch = opened
-                .neighbors(&r#type, &key, &edge, direction, view.view())
+                .neighbors(&r#type, &key, &edge, direction, &view.view())
                 .await?;
             emit(&mut out, &batch)
         }
@@ -443,10 +409,10 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             let query = match (text, nearest) {
                 (Some(text), _) => SearchQuery::Text(text),
                 (None, Some(vector)) => SearchQuery::Nearest(parse_vector(&vector)?),
-                (None, None) => return Err(usage("search needs --text or --nearest")),
+                (None, None) => return Err(Failure::usage("search needs --text or --nearest")),
             };
-            let opened = Backend::open(&graph, &server).await?;
-            let batch = opened.search(&r#type, &query, k, view.view()).await?;
+            let opened = backend::open(&graph, &server).await?;
+            let batch = opened.search(&r#type, &query, k, &view.view()).await?;
             emit(&mut out, &batch)
         }
         Command::Log {
@@ -454,13 +420,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             branch,
             limit,
         } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let commits = opened.log(&branch, limit).await?;
             emit(&mut out, &output::commits_batch(&commits))
         }
         Command::Ingest(args) => match (args.action, args.graph) {
             (Some(IngestAction::Status { graph, branch }), _) => {
-                let opened = Backend::open(&graph, &server).await?;
+                let opened = backend::open(&graph, &server).await?;
                 let status = opened.ingest_status(&branch).await?;
                 emit(&mut out, &output::status_batch(&status))
             }
@@ -472,8 +438,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 }),
                 _,
             ) => {
-                let opened = Backend::open(&graph, &server).await?;
-                let outcome = opened.fold(&branch, halt).await?;
+                let opened = backend::open(&graph, &server).await?;
+                let policy = if halt {
+                    RejectPolicy::Halt
+                } else {
+                    RejectPolicy::DeadLetter
+                };
+                let outcome = opened.fold(&branch, policy).await?;
                 emit(&mut out, &output::fold_batch(&outcome))
             }
             (None, Some(graph)) => {
@@ -485,22 +456,16 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     batch_lines: args.batch_lines as usize,
                     fold: !args.no_fold,
                 };
-                match &server.server {
-                    Some(url) => {
-                        let remote = remote::Remote::new(url, &run.graph, server.token.clone());
-                        ingest::run_remote(&remote, run, format, &mut out).await
-                    }
+                match server.remote(&run.graph) {
+                    Some(remote) => ingest::run_remote(&remote, run, format, &mut out).await,
                     None => ingest::run(run, format, &mut out).await,
                 }
             }
-            (None, None) => Err(Failure {
-                message: "ingest needs a GRAPH".into(),
-                code: 2,
-            }),
+            (None, None) => Err(Failure::missing_argument("ingest needs a GRAPH")),
         },
         Command::Serve(args) => serve::run(args).await,
         Command::Cleanup { graph, older_than } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;
             let rows = vec![
                 (
@@ -524,12 +489,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             emit(&mut out, &output::pairs_batch(("removed", "count"), &rows))
         }
         Command::Rejects { graph, at } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let batch = opened.rejects(&at.at()).await?;
             emit(&mut out, &batch)
         }
         Command::Schema { graph } => {
-            let opened = Backend::open(&graph, &server).await?;
+            let opened = backend::open(&graph, &server).await?;
             let source = opened.schema().await?;
             let result = match format {
                 Format::Table | Format::Csv => write!(out, "{source}"),
@@ -537,10 +502,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     writeln!(out, "{}", serde_json::json!({ "schema": source }))
                 }
             };
-            result.map_err(|e| Failure {
-                message: e.to_string(),
-                code: 70,
-            })
+            result.map_err(|e| Failure::internal(e.to_string()))
         }
     }
 }
@@ -577,9 +539,10 @@ fn read_input(file: &str) -> Result<String, Failure> {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|e| input_failure(format!("cannot read standard input: {e}")))?;
+            .map_err(|e| Failure::invalid(format!("cannot read standard input: {e}")))?;
         Ok(text)
     } else {
-        std::fs::read_to_string(file).map_err(|e| input_failure(format!("cannot read {file}: {e}")))
+        std::fs::read_to_string(file)
+            .map_err(|e| Failure::invalid(format!("cannot read {file}: {e}")))
     }
 }

@@ -7,12 +7,11 @@ use arrow_array::RecordBatch;
 use reqwest::{Method, RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 use tributary::{
-    At, CleanupReport, CommitRecord, Direction, FoldOutcome, IngestStatus, LoadMode, LoadOptions,
-    ReadOptions, SearchQuery, View,
+    At, CleanupReport, CommitRecord, Direction, Error, ErrorKind, FoldOutcome, GraphOps,
+    IngestStatus, LoadMode, LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, Result,
+    SearchQuery, View,
 };
-use tributary_server::{ErrorBody, ARROW_STREAM, NO_ROW};
-
-use crate::Failure;
+use tributary_server::{ErrorBody, ARROW_STREAM};
 
 /// A graph on a server.
 pub struct Remote {
@@ -22,45 +21,30 @@ pub struct Remote {
     http: reqwest::Client,
 }
 
-fn unreachable_server(base: &str, error: reqwest::Error) -> Failure {
-    Failure {
-        message: format!("cannot reach the server at {base}: {error}"),
-        code: 69,
-    }
+fn unreachable_server(base: &str, error: reqwest::Error) -> Error {
+    Error::remote(
+        ErrorKind::Unavailable,
+        format!("cannot reach the server at {base}: {error}"),
+    )
 }
 
-/// An error answer: its kind, when the body names one, and what the CLI reports.
-struct Refused {
-    kind: Option<String>,
-    failure: Failure,
+fn internal(message: String) -> Error {
+    Error::remote(ErrorKind::Internal, message)
 }
 
 /// Rows sent as an Arrow IPC stream, as one batch.
-async fn rows_of(response: Response) -> Result<RecordBatch, Failure> {
-    let bytes = response.bytes().await.map_err(|e| Failure {
-        message: format!("reading the answer: {e}"),
-        code: 70,
-    })?;
-    let unreadable = |e: arrow_schema::ArrowError| Failure {
-        message: format!("unreadable rows from the server: {e}"),
-        code: 70,
-    };
+async fn rows_of(response: Response) -> Result<RecordBatch> {
+    let bytes = response
+        .bytes()
+        .await
+        .map_err(|e| internal(format!("reading the answer: {e}")))?;
+    let unreadable =
+        |e: arrow_schema::ArrowError| internal(format!("unreadable rows from the server: {e}"));
     let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
         .map_err(unreadable)?;
     let schema = reader.schema();
     let batches = reader.collect::<Result<Vec<_>, _>>().map_err(unreadable)?;
     arrow_select::concat::concat_batches(&schema, &batches).map_err(unreadable)
-}
-
-/// Exit status of a server error kind (the same as for the engine's kinds).
-fn code_of(kind: &str) -> u8 {
-    match kind {
-        "invalid_input" | "too_large" => 65,
-        "not_found" | NO_ROW => 66,
-        "conflict" | "fenced" | "unavailable" => 75,
-        "unauthorized" | "forbidden" => 77,
-        _ => 70,
-    }
 }
 
 fn at_query(at: &At, query: &mut Vec<(&'static str, String)>) {
@@ -98,51 +82,36 @@ impl Remote {
         }
     }
 
-    /// Send, turning an error response into the failure an embedded run would report.
-    pub async fn send(&self, request: RequestBuilder) -> Result<Response, Failure> {
-        self.answer(request)
+    /// Send; an error response becomes the error an embedded run would report, of the
+    /// kind the server named.
+    pub async fn send(&self, request: RequestBuilder) -> Result<Response> {
+        let response = request
+            .send()
             .await
-            .map_err(|refused| refused.failure)
-    }
-
-    /// Send, keeping an error response's kind beside its failure.
-    async fn answer(&self, request: RequestBuilder) -> Result<Response, Refused> {
-        let response = request.send().await.map_err(|e| Refused {
-            kind: None,
-            failure: unreachable_server(&self.base, e),
-        })?;
+            .map_err(|e| unreachable_server(&self.base, e))?;
         if response.status().is_success() {
             return Ok(response);
         }
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         Err(match serde_json::from_str::<ErrorBody>(&text) {
-            Ok(body) => Refused {
-                failure: Failure {
-                    code: code_of(&body.kind),
-                    message: body.error,
-                },
-                kind: Some(body.kind),
-            },
-            Err(_) => Refused {
-                kind: None,
-                failure: Failure {
-                    message: format!("the server answered {status}: {text}"),
-                    code: 70,
-                },
-            },
+            Ok(body) => {
+                let kind = ErrorKind::from_name(&body.kind).unwrap_or(ErrorKind::Internal);
+                Error::remote(kind, body.error)
+            }
+            Err(_) => internal(format!("the server answered {status}: {text}")),
         })
     }
 
-    async fn json<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, Failure> {
+    async fn json<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T> {
         let response = self.send(request).await?;
-        response.json().await.map_err(|e| Failure {
-            message: format!("unreadable answer from the server: {e}"),
-            code: 70,
-        })
+        response
+            .json()
+            .await
+            .map_err(|e| internal(format!("unreadable answer from the server: {e}")))
     }
 
-    async fn rows(&self, request: RequestBuilder) -> Result<RecordBatch, Failure> {
+    async fn rows(&self, request: RequestBuilder) -> Result<RecordBatch> {
         let response = self
             .send(request.header(reqwest::header::ACCEPT, ARROW_STREAM))
             .await?;
@@ -150,7 +119,7 @@ impl Remote {
     }
 
     /// Create the graph (the server must run with `--init`): its type count and commit.
-    pub async fn create(&self, schema: String) -> Result<(usize, String), Failure> {
+    pub async fn create(&self, schema: String) -> Result<(usize, String)> {
         let created: serde_json::Value = self
             .json(self.request(Method::POST, "").body(schema))
             .await?;
@@ -159,26 +128,21 @@ impl Remote {
             created["commit"].as_str().unwrap_or_default().to_owned(),
         ))
     }
+}
 
-    pub async fn load(
-        &self,
-        text: String,
-        options: &LoadOptions,
-    ) -> Result<tributary::LoadOutcome, Failure> {
+#[async_trait::async_trait]
+impl GraphOps for Remote {
+    async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
         let mode = match options.mode {
             LoadMode::Upsert => "upsert",
             LoadMode::Insert => "insert",
         };
         let query = [("branch", options.branch.as_str()), ("mode", mode)];
-        self.json(self.request(Method::POST, "/load").query(&query).body(text))
-            .await
+        let request = self.request(Method::POST, "/load");
+        self.json(request.query(&query).body(text.to_owned())).await
     }
 
-    pub async fn read(
-        &self,
-        type_name: &str,
-        options: &ReadOptions,
-    ) -> Result<RecordBatch, Failure> {
+    async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
         let mut query = view_query(&View {
             at: options.at.clone(),
             fresh: options.fresh,
@@ -197,32 +161,27 @@ impl Remote {
             .await
     }
 
-    pub async fn get(
-        &self,
-        type_name: &str,
-        key: &str,
-        view: &View,
-    ) -> Result<Option<RecordBatch>, Failure> {
+    async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>> {
         let path = format!("/types/{}/{}", encode(type_name), encode(key));
         let request = self
             .request(Method::GET, &path)
             .query(&view_query(view))
             .header(reqwest::header::ACCEPT, ARROW_STREAM);
-        match self.answer(request).await {
+        match self.send(request).await {
             Ok(response) => rows_of(response).await.map(Some),
-            Err(refused) if refused.kind.as_deref() == Some(NO_ROW) => Ok(None),
-            Err(refused) => Err(refused.failure),
+            Err(error) if error.kind() == ErrorKind::NoRow => Ok(None),
+            Err(error) => Err(error),
         }
     }
 
-    pub async fn neighbors(
+    async fn neighbors(
         &self,
         type_name: &str,
         key: &str,
         edge: &str,
         direction: Direction,
         view: &View,
-    ) -> Result<RecordBatch, Failure> {
+    ) -> Result<RecordBatch> {
         let mut query = view_query(view);
         query.push(("edge", edge.to_owned()));
         let way = if direction == Direction::In {
@@ -236,13 +195,13 @@ impl Remote {
             .await
     }
 
-    pub async fn search(
+    async fn search(
         &self,
         type_name: &str,
         search: &SearchQuery,
         k: usize,
         view: &View,
-    ) -> Result<RecordBatch, Failure> {
+    ) -> Result<RecordBatch> {
         let mut query = view_query(view);
         match search {
             SearchQuery::Text(text) => query.push(("text", text.clone())),
@@ -256,21 +215,21 @@ impl Remote {
             .await
     }
 
-    pub async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>, Failure> {
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
         let query = [("branch", branch.to_owned()), ("limit", limit.to_string())];
         self.json(self.request(Method::GET, "/commits").query(&query))
             .await
     }
 
-    pub async fn schema(&self) -> Result<String, Failure> {
+    async fn schema(&self) -> Result<String> {
         let response = self.send(self.request(Method::GET, "/schema")).await?;
-        response.text().await.map_err(|e| Failure {
-            message: format!("reading the answer: {e}"),
-            code: 70,
-        })
+        response
+            .text()
+            .await
+            .map_err(|e| internal(format!("reading the answer: {e}")))
     }
 
-    pub async fn ingest_status(&self, branch: &str) -> Result<IngestStatus, Failure> {
+    async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
         self.json(
             self.request(Method::GET, "/ingest/status")
                 .query(&[("branch", branch)]),
@@ -278,20 +237,21 @@ impl Remote {
         .await
     }
 
-    pub async fn fold(&self, branch: &str, halt: bool) -> Result<FoldOutcome, Failure> {
+    async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome> {
+        let halt = policy == RejectPolicy::Halt;
         let query = [("branch", branch.to_owned()), ("halt", halt.to_string())];
         self.json(self.request(Method::POST, "/ingest/fold").query(&query))
             .await
     }
 
-    pub async fn rejects(&self, at: &At) -> Result<RecordBatch, Failure> {
+    async fn rejects(&self, at: &At) -> Result<RecordBatch> {
         let mut query = Vec::new();
         at_query(at, &mut query);
         self.rows(self.request(Method::GET, "/rejects").query(&query))
             .await
     }
 
-    pub async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport, Failure> {
+    async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
         let query = [("older_than_s", older_than.as_secs().to_string())];
         self.json(self.request(Method::POST, "/cleanup").query(&query))
             .await

@@ -37,40 +37,33 @@ pub struct ServeArgs {
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     if args.init {
-        std::fs::create_dir_all(&args.root).map_err(|e| Failure {
-            message: format!("cannot create {}: {e}", args.root.display()),
-            code: 73,
+        std::fs::create_dir_all(&args.root).map_err(|e| {
+            Failure::cannot_create(format!("cannot create {}: {e}", args.root.display()))
         })?;
     }
     if !args.root.is_dir() {
-        return Err(Failure {
-            message: format!("{} is not a directory", args.root.display()),
-            code: 66,
-        });
+        return Err(Failure::not_found(format!(
+            "{} is not a directory",
+            args.root.display()
+        )));
     }
     let tokens = match &args.tokens {
         Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| Failure {
-                message: format!("cannot read {}: {e}", path.display()),
-                code: 66,
-            })?;
-            Some(Tokens::parse(&text).map_err(|e| Failure {
-                message: format!("{}: {e}", path.display()),
-                code: 65,
-            })?)
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| Failure::not_found(format!("cannot read {}: {e}", path.display())))?;
+            Some(
+                Tokens::parse(&text)
+                    .map_err(|e| Failure::invalid(format!("{}: {e}", path.display())))?,
+            )
         }
         None => None,
     };
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
-        .map_err(|e| Failure {
-            message: format!("cannot listen on {}: {e}", args.bind),
-            code: 71,
-        })?;
-    let address: SocketAddr = listener.local_addr().map_err(|e| Failure {
-        message: e.to_string(),
-        code: 71,
-    })?;
+        .map_err(|e| Failure::os(format!("cannot listen on {}: {e}", args.bind)))?;
+    let address: SocketAddr = listener
+        .local_addr()
+        .map_err(|e| Failure::os(e.to_string()))?;
     if tokens.is_none() && !address.ip().is_loopback() {
         eprintln!("warning: serving {address} without --tokens: anyone who can reach it may write");
     }
@@ -94,8 +87,5 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     let _ = stdout.flush();
     tributary_server::serve(listener, AppState::new(config), stop)
         .await
-        .map_err(|e| Failure {
-            message: format!("server failed: {e}"),
-            code: 70,
-        })
+        .map_err(|e| Failure::internal(format!("server failed: {e}")))
 }

@@ -1,22 +1,89 @@
 use ingest_core::LineError;
 use snafu::Snafu;
 
-/// What a caller can do about an error: the small public classification every engine
-/// error maps to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a caller can do about an error: the small public classification every error maps
+/// to. It is the one table the HTTP status, the wire name in error bodies and the CLI's
+/// exit status derive from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// The request is wrong (schema, data, filter); retrying it unchanged will fail again.
     InvalidInput,
+    /// A body or a line over a limit of the server.
+    TooLarge,
     /// Another writer won a race; re-read and retry.
     Conflict,
     /// Another process took over a writer this one held.
     Fenced,
     /// Temporarily unable to accept work; retry later.
     Unavailable,
-    /// A graph, branch, commit, type or key that does not exist.
+    /// A graph, branch, commit or type that does not exist.
     NotFound,
+    /// A key with no row, in a graph and type that exist.
+    NoRow,
+    /// No valid credentials.
+    Unauthorized,
+    /// Credentials without the scope the request needs.
+    Forbidden,
     /// A bug or an I/O failure.
     Internal,
+}
+
+impl ErrorKind {
+    /// The wire name (`invalid_input`, `no_row`, …), as in error bodies.
+    pub const fn name(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The HTTP status of an error of this kind.
+    pub const fn http_status(self) -> u16 {
+        self.row().1
+    }
+
+    /// The exit status of a command failing with this kind (sysexits.h).
+    pub const fn exit_code(self) -> u8 {
+        self.row().2
+    }
+
+    /// The kind of a wire name; `None` for a name this version does not know.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::InvalidInput,
+        ErrorKind::TooLarge,
+        ErrorKind::Conflict,
+        ErrorKind::Fenced,
+        ErrorKind::Unavailable,
+        ErrorKind::NotFound,
+        ErrorKind::NoRow,
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::Internal,
+    ];
+
+    /// (wire name, HTTP status, exit status): the one table.
+    const fn row(self) -> (&'static str, u16, u8) {
+        match self {
+            ErrorKind::InvalidInput => ("invalid_input", 400, 65),
+            ErrorKind::TooLarge => ("too_large", 413, 65),
+            ErrorKind::Conflict => ("conflict", 409, 75),
+            ErrorKind::Fenced => ("fenced", 409, 75),
+            ErrorKind::Unavailable => ("unavailable", 503, 75),
+            ErrorKind::NotFound => ("not_found", 404, 66),
+            ErrorKind::NoRow => ("no_row", 404, 66),
+            ErrorKind::Unauthorized => ("unauthorized", 401, 77),
+            ErrorKind::Forbidden => ("forbidden", 403, 77),
+            ErrorKind::Internal => ("internal", 500, 70),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Debug, Snafu)]
@@ -64,6 +131,10 @@ pub enum Error {
 
     #[snafu(display("{source}"))]
     Read { source: tributary_fresh_read::Error },
+
+    /// What a server answered (or that it could not be reached), for a client of one.
+    #[snafu(display("{message}"))]
+    Remote { kind: ErrorKind, message: String },
 }
 
 /// Show at most the first ten line errors; the count says how many there were.
@@ -108,6 +179,7 @@ impl Error {
                 }
             }
             Error::Storage { .. } => ErrorKind::Internal,
+            Error::Remote { kind, .. } => *kind,
             Error::Read { source } => {
                 use tributary_fresh_read::Error as R;
                 match source {
@@ -116,6 +188,14 @@ impl Error {
                     R::MemWal { source } => memwal_kind(source),
                 }
             }
+        }
+    }
+
+    /// An error of `kind` reported by a server (or met reaching it).
+    pub fn remote(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error::Remote {
+            kind,
+            message: message.into(),
         }
     }
 

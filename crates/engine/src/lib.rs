@@ -2,7 +2,8 @@
 //! point (the `__manifest` compare-and-swap).
 //!
 //! [`Graph`] is the composition: init/open, load, streaming ingest, fold, reads and the
-//! commit log.
+//! commit log. [`GraphOps`] is the set of operations every way of reaching a graph (this
+//! process, or a server over HTTP) offers alike.
 
 mod cleanup;
 mod error;
@@ -10,6 +11,7 @@ mod fold;
 mod graph;
 mod ingest;
 mod load;
+mod ops;
 mod read;
 mod recovery;
 mod status;
@@ -21,6 +23,7 @@ pub use fold::FoldTriggers;
 pub use graph::{At, Graph, GraphSettings, MAIN_BRANCH};
 pub use ingest::{IngestAck, Ingestor};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
+pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View};
 pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 

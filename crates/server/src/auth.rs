@@ -1,6 +1,6 @@
 //! Bearer tokens: `TOKEN SCOPE GRAPH` per line (`read` or `write`; a graph id or `*`).
 
-use axum::http::StatusCode;
+use tributary::ErrorKind;
 
 use crate::error::ApiError;
 
@@ -103,8 +103,7 @@ impl Tokens {
                 Scope::Write => "write",
             };
             Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
+                ErrorKind::Forbidden,
                 format!(
                     "the token may not {what} {}",
                     graph.map_or("here".to_owned(), |g| format!("graph `{g}`"))
@@ -115,7 +114,7 @@ impl Tokens {
 }
 
 fn unauthorized(message: &str) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    ApiError::new(ErrorKind::Unauthorized, message)
 }
 
 /// Compare without an early exit on the first differing byte.

@@ -5,9 +5,9 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use tributary::ErrorKind;
 
-/// The error kind of a `get` whose key has no row (the graph and type exist), so a client
+/// The wire name of a `get` whose key has no row (the graph and type exist), so a client
 /// can tell "no row" from "no graph" without reading the message.
-pub const NO_ROW: &str = "no_row";
+pub const NO_ROW: &str = ErrorKind::NoRow.name();
 
 /// Seconds a client should wait before retrying a refused ingest or load.
 pub const RETRY_AFTER_S: u64 = 1;
@@ -37,11 +37,19 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, kind: &str, error: impl Into<String>) -> ApiError {
+    /// An error of `kind`, answered with the kind's status.
+    pub fn new(kind: ErrorKind, error: impl Into<String>) -> ApiError {
+        let status =
+            StatusCode::from_u16(kind.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        ApiError::with_status(status, kind, error)
+    }
+
+    /// An error of `kind` answered with another status than the kind's (405, 415).
+    pub fn with_status(status: StatusCode, kind: ErrorKind, error: impl Into<String>) -> ApiError {
         ApiError {
             status,
             body: ErrorBody {
-                kind: kind.to_owned(),
+                kind: kind.name().to_owned(),
                 error: error.into(),
                 lines: Vec::new(),
             },
@@ -49,49 +57,33 @@ impl ApiError {
     }
 
     pub fn invalid(error: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", error)
+        ApiError::new(ErrorKind::InvalidInput, error)
     }
 
     pub fn not_found(error: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "not_found", error)
+        ApiError::new(ErrorKind::NotFound, error)
     }
 
     pub fn no_row(error: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, NO_ROW, error)
+        ApiError::new(ErrorKind::NoRow, error)
+    }
+
+    pub fn internal(error: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorKind::Internal, error)
     }
 
     pub fn too_large(limit: usize) -> ApiError {
         ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            ErrorKind::TooLarge,
             format!("the body exceeds the limit of {limit} bytes"),
         )
     }
 }
 
-/// The wire name of an engine error kind.
-pub fn kind_name(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::InvalidInput => "invalid_input",
-        ErrorKind::Conflict => "conflict",
-        ErrorKind::Fenced => "fenced",
-        ErrorKind::Unavailable => "unavailable",
-        ErrorKind::NotFound => "not_found",
-        ErrorKind::Internal => "internal",
-    }
-}
-
 impl From<tributary::Error> for ApiError {
     fn from(error: tributary::Error) -> ApiError {
-        let kind = error.kind();
-        let status = match kind {
-            ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
-            ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::Conflict | ErrorKind::Fenced => StatusCode::CONFLICT,
-            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        let lines = error
+        let mut api = ApiError::new(error.kind(), error.to_string());
+        api.body.lines = error
             .line_errors()
             .iter()
             .map(|e| LineRecord {
@@ -99,14 +91,7 @@ impl From<tributary::Error> for ApiError {
                 error: e.to_string(),
             })
             .collect();
-        ApiError {
-            status,
-            body: ErrorBody {
-                kind: kind_name(kind).to_owned(),
-                error: error.to_string(),
-                lines,
-            },
-        }
+        api
     }
 }
 

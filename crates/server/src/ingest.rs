@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use tributary::{ErrorKind, Graph, IngestAck, LineError, MAIN_BRANCH};
 
 use crate::auth::Scope;
-use crate::error::{kind_name, ApiError, ErrorBody, LineRecord};
+use crate::error::{ApiError, ErrorBody, LineRecord};
 use crate::lines::{LineSplitter, Piece};
 use crate::AppState;
 
@@ -73,9 +73,9 @@ pub async fn ingest(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-ndjson"));
     if !ndjson {
-        return Err(ApiError::new(
+        return Err(ApiError::with_status(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_input",
+            ErrorKind::InvalidInput,
             "ingest takes Content-Type: application/x-ndjson",
         ));
     }
@@ -94,7 +94,7 @@ pub async fn ingest(
         .body(Body::from_stream(
             stream.map(Ok::<_, std::convert::Infallible>),
         ))
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))
+        .map_err(|e| ApiError::internal(e.to_string()))
 }
 
 /// Why the stream stopped before the body ended.
@@ -259,7 +259,7 @@ impl Session {
         self.record(&ack).await?;
         match stopped_at {
             Some(bad) => Err(Stop::Failed(ErrorBody {
-                kind: "invalid_input".into(),
+                kind: ErrorKind::InvalidInput.name().into(),
                 error: format!("strict: stopped at {bad}"),
                 lines: vec![LineRecord {
                     line: bad.line,
@@ -336,7 +336,7 @@ fn line_error(line: u64, reason: String) -> LineError {
 
 fn failed(error: tributary::Error) -> Stop {
     Stop::Failed(ErrorBody {
-        kind: kind_name(error.kind()).to_owned(),
+        kind: error.kind().name().to_owned(),
         error: error.to_string(),
         lines: Vec::new(),
     })

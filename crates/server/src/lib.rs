@@ -23,7 +23,7 @@ use tokio::sync::Mutex;
 use tributary::Graph;
 
 pub use auth::{Scope, Tokens};
-pub use error::{kind_name, ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
+pub use error::{ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
 pub use ingest::{AckRecord, IngestSummary};
 pub use routes::ARROW_STREAM;
 
@@ -254,9 +254,9 @@ async fn count_status(
     let response = next.run(request).await;
     state.metrics.responded(response.status().as_u16());
     if response.status() == StatusCode::METHOD_NOT_ALLOWED {
-        return axum::response::IntoResponse::into_response(ApiError::new(
+        return axum::response::IntoResponse::into_response(ApiError::with_status(
             StatusCode::METHOD_NOT_ALLOWED,
-            "invalid_input",
+            tributary::ErrorKind::InvalidInput,
             "method not allowed on this endpoint (see openapi.json)",
         ));
     }

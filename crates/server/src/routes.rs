@@ -12,8 +12,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use tributary::{
-    At, Direction, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery, View,
-    MAIN_BRANCH,
+    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
+    View, MAIN_BRANCH,
 };
 
 use crate::auth::Scope;
@@ -65,9 +65,7 @@ fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> 
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains(ARROW_STREAM));
-    let internal = |e: &dyn std::fmt::Display| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-    };
+    let internal = |e: &dyn std::fmt::Display| ApiError::internal(e.to_string());
     let mut bytes = Vec::new();
     let content_type = if wants_arrow {
         let mut writer = arrow_ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema())
@@ -110,8 +108,7 @@ pub async fn create_graph(
     state.authorize(&headers, Scope::Write, Some(&id))?;
     if !state.config.allow_init {
         return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorKind::Forbidden,
             "creating graphs over the API is off; start the server with --init",
         ));
     }
@@ -134,11 +131,9 @@ async fn to_the_end<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     match tokio::spawn(write).await {
         Ok(result) => result.map_err(ApiError::from),
-        Err(error) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("the write stopped abnormally: {error}"),
-        )),
+        Err(error) => Err(ApiError::internal(format!(
+            "the write stopped abnormally: {error}"
+        ))),
     }
 }
 

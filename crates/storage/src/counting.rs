@@ -47,6 +47,8 @@ pub enum PathClass {
     MemWal,
     /// Recovery sidecars (`__recovery/`).
     Recovery,
+    /// Branch write leases (`__leases/`).
+    Lease,
     Other,
 }
 
@@ -57,6 +59,8 @@ impl PathClass {
             PathClass::MemWal
         } else if path.contains("__recovery/") {
             PathClass::Recovery
+        } else if path.contains("__leases/") {
+            PathClass::Lease
         } else if path.contains("_versions/") {
             PathClass::Manifest
         } else if path.contains("_transactions/") {

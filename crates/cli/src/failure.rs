@@ -1,0 +1,92 @@
+//! Why a command failed, and the exit status it ends with. Errors of the engine and of a
+//! server go through `ErrorKind`'s one table; the command line's own failures (usage, I/O,
+//! a signal) have their sysexits.h codes here.
+
+use tributary::ErrorKind;
+
+pub(crate) struct Failure {
+    pub(crate) message: String,
+    pub(crate) code: u8,
+}
+
+/// clap's own status for a command line it cannot parse; ours match it.
+const CLAP_USAGE: u8 = 2;
+/// EX_USAGE: an argument clap accepted that is still wrong.
+const USAGE: u8 = 64;
+/// EX_OSERR: the operating system refused (a socket).
+const OS: u8 = 71;
+/// EX_CANTCREAT: a directory could not be created.
+const CANNOT_CREATE: u8 = 73;
+/// EX_IOERR: reading input or writing output failed.
+const IO: u8 = 74;
+/// 128 + SIGINT: stopped by a signal.
+const INTERRUPTED: u8 = 130;
+
+impl Failure {
+    fn with(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code,
+        }
+    }
+
+    /// A failure of `kind`, with the kind's exit status.
+    pub(crate) fn of(kind: ErrorKind, message: impl Into<String>) -> Failure {
+        Failure::with(kind.exit_code(), message)
+    }
+
+    /// A failure named by a server's error body; an unknown kind is internal.
+    pub(crate) fn of_wire(kind: Option<&str>, message: impl Into<String>) -> Failure {
+        let kind = kind
+            .and_then(ErrorKind::from_name)
+            .unwrap_or(ErrorKind::Internal);
+        Failure::of(kind, message)
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+        Failure::of(ErrorKind::InvalidInput, message)
+    }
+
+    pub(crate) fn internal(message: impl Into<String>) -> Failure {
+        Failure::of(ErrorKind::Internal, message)
+    }
+
+    pub(crate) fn not_found(message: impl Into<String>) -> Failure {
+        Failure::of(ErrorKind::NotFound, message)
+    }
+
+    /// A retryable interruption (a stream that broke, a server that went away).
+    pub(crate) fn unavailable(message: impl Into<String>) -> Failure {
+        Failure::of(ErrorKind::Unavailable, message)
+    }
+
+    pub(crate) fn missing_argument(message: impl Into<String>) -> Failure {
+        Failure::with(CLAP_USAGE, message)
+    }
+
+    pub(crate) fn usage(message: impl Into<String>) -> Failure {
+        Failure::with(USAGE, message)
+    }
+
+    pub(crate) fn os(message: impl Into<String>) -> Failure {
+        Failure::with(OS, message)
+    }
+
+    pub(crate) fn cannot_create(message: impl Into<String>) -> Failure {
+        Failure::with(CANNOT_CREATE, message)
+    }
+
+    pub(crate) fn io(message: impl Into<String>) -> Failure {
+        Failure::with(IO, message)
+    }
+
+    pub(crate) fn interrupted(message: impl Into<String>) -> Failure {
+        Failure::with(INTERRUPTED, message)
+    }
+}
+
+impl From<tributary::Error> for Failure {
+    fn from(error: tributary::Error) -> Self {
+        Failure::of(error.kind(), error.to_string())
+    }
+}

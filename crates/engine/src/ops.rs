@@ -1,0 +1,125 @@
+//! [`GraphOps`]: the operations a graph offers, defined once for every way to reach one:
+//! a [`Graph`] opened in this process, or a server through its HTTP client. A command
+//! line, a test or an embedding program written against the trait runs either way and
+//! prints the same.
+
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+
+use crate::{
+    At, CleanupReport, CommitRecord, Direction, FoldOutcome, Graph, IngestStatus, LoadOptions,
+    LoadOutcome, ReadOptions, RejectPolicy, Result, SearchQuery, View,
+};
+
+#[async_trait::async_trait]
+pub trait GraphOps: Send + Sync {
+    /// Validate NDJSON `text` and load it as one graph commit (nothing is written unless
+    /// every line is valid).
+    async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome>;
+
+    /// Rows of `type_name` at a commit (optionally fresh), filtered and projected.
+    async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch>;
+
+    /// The row of `type_name` with key `key`, if any.
+    async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>>;
+
+    /// The edges of type `edge` leaving (or entering) the node `type_name` `key`.
+    async fn neighbors(
+        &self,
+        type_name: &str,
+        key: &str,
+        edge: &str,
+        direction: Direction,
+        view: &View,
+    ) -> Result<RecordBatch>;
+
+    /// Full-text or nearest-vector search, best `k` first.
+    async fn search(
+        &self,
+        type_name: &str,
+        query: &SearchQuery,
+        k: usize,
+        view: &View,
+    ) -> Result<RecordBatch>;
+
+    /// Commits of `branch`, newest first.
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>>;
+
+    /// The schema source the graph was created with.
+    async fn schema(&self) -> Result<String>;
+
+    /// What streaming ingest holds that no fold has published yet.
+    async fn ingest_status(&self, branch: &str) -> Result<IngestStatus>;
+
+    /// Fold everything acknowledged so far, with `policy` for rows that fail the fold's
+    /// checks.
+    async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome>;
+
+    /// The dead letters of folds, as of `at`.
+    async fn rejects(&self, at: &At) -> Result<RecordBatch>;
+
+    /// Remove folded WAL state and table versions older than `older_than` the head does
+    /// not pin.
+    async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport>;
+}
+
+#[async_trait::async_trait]
+impl GraphOps for Graph {
+    async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
+        Graph::load(self, text, options).await
+    }
+
+    async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
+        Graph::read(self, type_name, options).await
+    }
+
+    async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>> {
+        Graph::get(self, type_name, key, view.clone()).await
+    }
+
+    async fn neighbors(
+        &self,
+        type_name: &str,
+        key: &str,
+        edge: &str,
+        direction: Direction,
+        view: &View,
+    ) -> Result<RecordBatch> {
+        Graph::neighbors(self, type_name, key, edge, direction, view.clone()).await
+    }
+
+    async fn search(
+        &self,
+        type_name: &str,
+        query: &SearchQuery,
+        k: usize,
+        view: &View,
+    ) -> Result<RecordBatch> {
+        Graph::search(self, type_name, query, k, view.clone()).await
+    }
+
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
+        Graph::log(self, branch, limit).await
+    }
+
+    async fn schema(&self) -> Result<String> {
+        Ok(self.schema_source().to_owned())
+    }
+
+    async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
+        Graph::ingest_status(self, branch).await
+    }
+
+    async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome> {
+        Graph::fold_with_policy(self, branch, policy).await
+    }
+
+    async fn rejects(&self, at: &At) -> Result<RecordBatch> {
+        Graph::rejects(self, at).await
+    }
+
+    async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
+        Graph::cleanup(self, older_than).await
+    }
+}

@@ -9,7 +9,7 @@ use lance::dataset::{CommitBuilder, MergeInsertBuilder, WhenMatched, WhenNotMatc
 use lance::Dataset;
 use lance_table::format::pb;
 use prost::Message;
-use tributary_storage::GraphStore;
+use tributary_storage::{lance_text, GraphStore};
 
 fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -261,7 +261,7 @@ async fn memwal_writer_defaults_are_recorded_and_reinitialize_is_refused() {
         .execute()
         .await
         .unwrap_err();
-    assert!(error.to_string().contains("already initialized"), "{error}");
+    assert!(lance_text::is_already_enrolled(&error), "{error}");
 
     let shard = uuid::Uuid::new_v4();
     let writer = dataset
@@ -356,7 +356,7 @@ async fn closing_a_fenced_writer_fails_with_an_untyped_fence() {
     } = fenced_pair().await;
     let error = first.close().await.unwrap_err();
     assert!(error.fence_reason().is_none(), "now typed: {error:?}");
-    assert!(error.to_string().contains("Writer fenced"), "{error}");
+    assert!(lance_text::is_untyped_fence(&error), "{error}");
 }
 
 /// A writer claiming a shard puts a data-less sentinel at the WAL tip: the slot the
@@ -489,10 +489,7 @@ async fn the_compaction_marker_rides_a_staged_merge_and_is_refused_twice() {
         .execute(again.transaction)
         .await
         .unwrap_err();
-    assert!(
-        error.to_string().contains("Stale SSTable compaction"),
-        "{error}"
-    );
+    assert!(lance_text::is_stale_compaction(&error), "{error}");
 }
 
 /// Lance's LSM vector search reads base rows through their vector index only
@@ -551,4 +548,31 @@ async fn lsm_vector_search_sees_only_indexed_base_rows() {
         .await
         .unwrap();
     assert_eq!(nearest(&dataset).await, 3);
+}
+
+/// A filter naming a column the table lacks fails at planning with DataFusion's "No field
+/// named …. Did you mean '…'?", which is how a user is told the field and the likely one;
+/// Lance appends a source location that a user must not see.
+#[tokio::test]
+async fn a_filter_on_an_unknown_column_names_it_and_a_suggestion() {
+    let (_dir, _store, dataset) = table(&[("a", "1")]).await;
+    let mut scan = dataset.scan();
+    let error = match scan.filter("valeu = '1'") {
+        Err(error) => error,
+        Ok(scan) => scan.try_into_batch().await.unwrap_err(),
+    };
+    assert_eq!(
+        lance_text::unknown_field(&error),
+        Some(lance_text::UnknownField {
+            field: "valeu".into(),
+            suggestion: Some("value".into()),
+        }),
+        "{error}"
+    );
+    let message = lance_text::user_message(&error);
+    assert!(!message.contains(".rs:"), "{message}");
+    assert!(
+        error.to_string().contains(".rs:"),
+        "Lance no longer appends a location"
+    );
 }

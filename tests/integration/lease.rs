@@ -235,7 +235,7 @@ async fn a_lease_of_another_machine_holds_until_its_heartbeat_is_old() {
 }
 
 #[tokio::test]
-async fn an_uncontended_write_takes_the_lease_in_six_operations() {
+async fn an_uncontended_write_takes_the_lease_in_seven_operations() {
     let (_dir, uri, graph) = temp_graph().await;
     drop(graph);
     let counter = OpCounter::new();
@@ -251,11 +251,66 @@ async fn an_uncontended_write_takes_the_lease_in_six_operations() {
         per_load.push((ops.of_class(PathClass::Lease), ops.total()));
     }
     eprintln!("lease ops and all ops per 1-row load: {per_load:?}");
-    // The first: list, create, check the win, release. Later ones also read the last
-    // holder's object and remove it.
-    assert_eq!(per_load[0].0, 4, "{per_load:?}");
+    // The first: list, create, check the win, confirm before committing, release. Later
+    // ones also read the last holder's object and remove it.
+    assert_eq!(per_load[0].0, 5, "{per_load:?}");
     assert!(
-        per_load[1..].iter().all(|&(lease, _)| lease == 6),
+        per_load[1..].iter().all(|&(lease, _)| lease == 7),
         "{per_load:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_whose_lease_was_taken_over_commits_nothing() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let graph = Arc::new(graph);
+    let _lock = FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    // The load stalls after staging, holding lease 0; meanwhile a process elsewhere judges
+    // it gone and takes lease 1.
+    fail::cfg("load::before-table-commits", "1*sleep(1500)").unwrap();
+    let load = tokio::spawn({
+        let graph = graph.clone();
+        async move {
+            graph
+                .load(&ndjson(&[company("acme")]), &LoadOptions::default())
+                .await
+        }
+    });
+    let dir = std::path::Path::new(&uri).join("__leases").join("main");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !dir.join(format!("{:020}.json", 0)).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the load took no lease"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let taker = dir.join(format!("{:020}.json", 1));
+    std::fs::write(
+        &taker,
+        serde_json::to_vec(&held_by("another-machine", 1, None)).unwrap(),
+    )
+    .unwrap();
+    let error = load
+        .await
+        .unwrap()
+        .expect_err("a write went on after its lease was taken over");
+    scenario.teardown();
+    assert_eq!(error.kind(), ErrorKind::Conflict, "{error}");
+    assert!(error.to_string().contains("took over"), "{error}");
+    let companies = graph
+        .read("Company", &ReadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(companies.num_rows(), 0, "the taken-over write committed");
+    let sidecars =
+        std::fs::read_dir(std::path::Path::new(&uri).join("__recovery")).map_or(0, |d| d.count());
+    assert_eq!(sidecars, 0, "the refused write left its sidecar");
+    // Once the taker is done, the next write goes through.
+    std::fs::write(&taker, br#"{"state":"released"}"#).unwrap();
+    graph
+        .load(&ndjson(&[company("acme")]), &LoadOptions::default())
+        .await
+        .unwrap();
 }

@@ -63,6 +63,28 @@ async fn bad_requests_are_invalid_input() {
         graph.read("Person", &bad_filter).await.unwrap_err().kind(),
         ErrorKind::InvalidInput
     );
+    // A typo names the field and the one meant, at a snapshot and fresh alike; no store
+    // URI and no source location.
+    for fresh in [false, true] {
+        let typo = ReadOptions {
+            filter: Some("agee > 3".into()),
+            fresh,
+            ..Default::default()
+        };
+        let error = graph.read("Person", &typo).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput);
+        assert_eq!(
+            error.to_string(),
+            "unknown field `agee` of Person (did you mean `age`?)"
+        );
+    }
+    let broken = ReadOptions {
+        filter: Some("age >".into()),
+        ..Default::default()
+    };
+    let error = graph.read("Person", &broken).await.unwrap_err().to_string();
+    assert!(error.starts_with("invalid filter on Person: "), "{error}");
+    assert!(!error.contains(".rs:") && !error.contains("://"), "{error}");
     let bad_select = ReadOptions {
         select: Some(vec!["nope".into()]),
         ..Default::default()

@@ -1,5 +1,6 @@
 use ingest_core::LineError;
 use snafu::Snafu;
+use tributary_storage::lance_text::user_message;
 
 /// What a caller can do about an error: the small public classification every error maps
 /// to. It is the one table the HTTP status, the wire name in error bodies and the CLI's
@@ -119,7 +120,7 @@ pub enum Error {
         source: tributary_memwal_adapter::Error,
     },
 
-    #[snafu(display("{action} on `{table}` failed: {source}"))]
+    #[snafu(display("{action} on `{table}` failed: {}", user_message(source)))]
     Lance {
         action: String,
         table: String,
@@ -172,6 +173,7 @@ impl Error {
                     F::Lance { source, .. } => lance_kind(source),
                     F::MemWal { source } => memwal_kind(source),
                     F::Halted { .. } => ErrorKind::InvalidInput,
+                    F::LeaseLost { .. } => ErrorKind::Conflict,
                     F::Storage { .. }
                     | F::Recovery { .. }
                     | F::Injected { .. }
@@ -186,6 +188,7 @@ impl Error {
                     R::InvalidQuery { .. } => ErrorKind::InvalidInput,
                     R::Lance { source, .. } => lance_kind(source),
                     R::MemWal { source } => memwal_kind(source),
+                    R::Arrow { .. } => ErrorKind::Internal,
                 }
             }
         }

@@ -12,7 +12,7 @@ use tributary_fold::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 use tributary_memwal_adapter::{drain_shard, enrollment, table_state, wal_tails, TailDepth};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
-use crate::graph::{At, Graph, MAIN_BRANCH};
+use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
 
 /// How often a fold re-plans after another process folded the same generations first.
 const FOLD_ATTEMPTS: usize = 3;
@@ -148,7 +148,7 @@ impl Graph {
         claim: Claim,
     ) -> Result<FoldOutcome> {
         let turn = self.write_turn(branch).await?;
-        let folded = self.fold_locked_with(branch, policy, claim).await;
+        let folded = self.fold_locked_with(&turn, branch, policy, claim).await;
         turn.end().await;
         folded
     }
@@ -162,6 +162,7 @@ impl Graph {
 
     async fn fold_locked_with(
         &self,
+        turn: &WriteTurn,
         branch: &str,
         policy: tributary_fold::RejectPolicy,
         claim: Claim,
@@ -180,7 +181,7 @@ impl Graph {
             self.cut(branch, claim).await?;
             let mut total = FoldOutcome::default();
             loop {
-                let outcome = self.fold_once(branch, policy).await?;
+                let outcome = self.fold_once(turn, branch, policy).await?;
                 total.absorb(outcome);
                 if total.complete {
                     break Ok(total);
@@ -207,6 +208,7 @@ impl Graph {
     /// folded the same generations first.
     async fn fold_once(
         &self,
+        turn: &WriteTurn,
         branch: &str,
         policy: tributary_fold::RejectPolicy,
     ) -> Result<FoldOutcome> {
@@ -217,7 +219,7 @@ impl Graph {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match fold_pending(self.target(), &self.catalog, branch, &settings).await {
+            match fold_pending(self.target_in(turn), &self.catalog, branch, &settings).await {
                 Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
                     tracing::info!(%error, "another folder folded first; planning again");
                 }
@@ -280,14 +282,19 @@ impl Graph {
     /// A load of a `@stream` type first folds what is pending — everything acknowledged
     /// before it by any process, claiming the shards of other writers if it must — so the
     /// load (newer) is never overwritten by an older acknowledged write folded after it.
-    pub(crate) async fn fold_before_load(&self, branch: &str, batches: &[TypeBatch]) -> Result<()> {
+    pub(crate) async fn fold_before_load(
+        &self,
+        turn: &WriteTurn,
+        branch: &str,
+        batches: &[TypeBatch],
+    ) -> Result<()> {
         let streamed = batches.iter().any(|b| {
             self.catalog
                 .get(&b.type_name)
                 .is_some_and(|t| t.stream.is_some())
         });
         if streamed && branch == MAIN_BRANCH {
-            self.fold_locked_with(branch, self.settings.fold.policy, Claim::All)
+            self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?;
         }
         Ok(())

@@ -178,6 +178,16 @@ impl Graph {
             publisher: &self.publisher,
             catalog: &self.catalog,
             indexes: self.settings.indexes,
+            lease: None,
+        }
+    }
+
+    /// [`Graph::target`] for a write in `turn`: it confirms the turn's lease before its
+    /// first table commit.
+    pub(crate) fn target_in<'a>(&'a self, turn: &'a WriteTurn) -> tributary_fold::GraphTarget<'a> {
+        tributary_fold::GraphTarget {
+            lease: Some(&turn.lease),
+            ..self.target()
         }
     }
 

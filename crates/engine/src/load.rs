@@ -15,7 +15,7 @@ use tributary_fold::StagedWrite;
 use tributary_publisher::{CommitKind, CommitRecord};
 
 use crate::error::{Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, Result};
-use crate::graph::{At, Graph, MAIN_BRANCH};
+use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
 use crate::validate;
 
 /// What to do with a row whose key already exists.
@@ -81,7 +81,7 @@ impl Graph {
             .fail();
         }
         let turn = self.write_turn(&options.branch).await?;
-        let loaded = self.load_in_turn(batches, options).await;
+        let loaded = self.load_in_turn(&turn, batches, options).await;
         turn.end().await;
         loaded
     }
@@ -91,11 +91,13 @@ impl Graph {
     /// against the head (`@unique`, `@card`, endpoints, insert mode) hold at the publish.
     async fn load_in_turn(
         &self,
+        turn: &WriteTurn,
         batches: Vec<TypeBatch>,
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
-        self.fold_before_load(&options.branch, &batches).await?;
+        self.fold_before_load(turn, &options.branch, &batches)
+            .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
         let batches = validate::dedupe_keys(batches, options.mode)
@@ -142,7 +144,7 @@ impl Graph {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        let commit = commit_intent(self.target(), &intent, staged).await?;
+        let commit = commit_intent(self.target_in(turn), &intent, staged).await?;
         Ok(LoadOutcome { commit, rows })
     }
 

@@ -22,7 +22,7 @@ impl Graph {
         self.recover_intents(None).await
     }
 
-    /// [`Graph::recover`] for a writer that holds the write queue of `held_branch`.
+    /// [`Graph::recover`] for a writer that holds the write turn of `held_branch`.
     pub(crate) async fn recover_intents(
         &self,
         held_branch: Option<&str>,

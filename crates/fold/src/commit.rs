@@ -17,9 +17,10 @@ use tributary_storage::GraphStore;
 
 use ingest_core::Catalog;
 
-use crate::error::{Error, LanceSnafu, PublishSnafu, Result, StorageSnafu};
+use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
+use crate::lease::BranchLease;
 
 /// How often a write retries its publish after losing the head to another writer.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -36,6 +37,8 @@ pub struct GraphTarget<'a> {
     pub publisher: &'a dyn Publisher,
     pub catalog: &'a Catalog,
     pub indexes: IndexSettings,
+    /// The branch lease the write holds, confirmed before its first table commit.
+    pub lease: Option<&'a BranchLease>,
 }
 
 /// One table's staged write: the dataset it was staged on, its path, the transaction and
@@ -156,6 +159,16 @@ async fn commit_and_publish(
     staged: Vec<StagedWrite>,
 ) -> Result<CommitRecord> {
     crash_window(intent.kind, Window::BeforeTableCommits)?;
+    // The last moment a write can still give up with nothing committed: a holder that
+    // stalled past the lease's grace may have been taken over meanwhile.
+    if let Some(lease) = target.lease {
+        if !lease.confirm().await? {
+            return LeaseLostSnafu {
+                branch: intent.branch.clone(),
+            }
+            .fail();
+        }
+    }
     let mut versions = BTreeMap::new();
     for (i, write) in staged.into_iter().enumerate() {
         if i == 1 {

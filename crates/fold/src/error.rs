@@ -1,4 +1,5 @@
 use snafu::Snafu;
+use tributary_storage::lance_text::user_message;
 
 #[derive(Debug, Snafu)]
 #[snafu(visibility(pub(crate)))]
@@ -14,7 +15,7 @@ pub enum Error {
         source: tributary_memwal_adapter::Error,
     },
 
-    #[snafu(display("{action} on `{table}` failed: {source}"))]
+    #[snafu(display("{action} on `{table}` failed: {}", user_message(source)))]
     Lance {
         action: String,
         table: String,
@@ -38,6 +39,11 @@ pub enum Error {
 
     #[snafu(display("invalid {what}: {message}"))]
     Invalid { what: String, message: String },
+
+    /// This write's branch lease was taken over (it stalled past the lease's grace);
+    /// nothing was committed. Retry.
+    #[snafu(display("another process took over the write lease of branch `{branch}` while this write ran; nothing was committed"))]
+    LeaseLost { branch: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -53,7 +59,7 @@ impl Error {
                 | lance::Error::RetryableCommitConflict { .. }
                 | lance::Error::IncompatibleTransaction { .. }
                 | lance::Error::TooMuchWriteContention { .. } => true,
-                other => other.to_string().contains("Stale SSTable compaction"),
+                other => tributary_storage::lance_text::is_stale_compaction(other),
             },
             _ => false,
         }

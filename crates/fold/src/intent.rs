@@ -25,6 +25,10 @@ const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Owner {
     pub host: String,
+    /// The boot and pid namespace of the process, which tell apart two machines (or two
+    /// containers) that share a host name. Absent in sidecars of older versions.
+    #[serde(default)]
+    pub machine: Option<String>,
     pub pid: u32,
     /// When the process started (clock ticks since boot), so a later process that reuses
     /// the pid is not taken for it. Absent in sidecars of older versions.
@@ -41,10 +45,29 @@ impl Owner {
         let pid = std::process::id();
         Owner {
             host,
+            machine: machine(),
             pid,
             started: process_start(pid),
         }
     }
+
+    /// Whether `self` runs where this process runs: same host name and, when both know
+    /// it, the same boot and pid namespace (so its pid can be checked here).
+    fn is_here(&self, me: &Owner) -> bool {
+        !me.host.is_empty()
+            && self.host == me.host
+            && match (&self.machine, &me.machine) {
+                (Some(theirs), Some(mine)) => theirs == mine,
+                _ => true,
+            }
+    }
+}
+
+/// This boot (`/proc/sys/kernel/random/boot_id`) and pid namespace (`/proc/self/ns/pid`).
+fn machine() -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    Some(format!("{} {}", boot.trim(), namespace.display()))
 }
 
 /// A process's start time in clock ticks since boot (`/proc/<pid>/stat`, field 22), or
@@ -74,11 +97,13 @@ impl InFlight {
 }
 
 impl Drop for InFlight {
+    /// Ends this mark only: another handle of this process may hold a mark of the same
+    /// id (two handles racing for one lease number), and that one still runs.
     fn drop(&mut self) {
-        IN_FLIGHT
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|id| id != &self.0);
+        let mut running = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = running.iter().position(|id| id == &self.0) {
+            running.swap_remove(at);
+        }
     }
 }
 
@@ -96,7 +121,7 @@ pub fn owner_may_be_running(
 ) -> bool {
     let me = Owner::this_process();
     match owner {
-        Some(owner) if owner.host == me.host && !me.host.is_empty() => {
+        Some(owner) if owner.is_here(&me) => {
             if owner.pid == me.pid {
                 IN_FLIGHT
                     .lock()
@@ -236,6 +261,20 @@ mod tests {
             !owner_may_be_running(Some(&other), "x", None),
             "a live pid that started at another time is another process"
         );
+    }
+
+    #[test]
+    fn two_marks_of_one_id_end_one_at_a_time() {
+        let me = Owner::this_process();
+        let first = InFlight::start("lease-7");
+        let second = InFlight::start("lease-7");
+        drop(second);
+        assert!(
+            owner_may_be_running(Some(&me), "lease-7", None),
+            "ending one mark ended the other"
+        );
+        drop(first);
+        assert!(!owner_may_be_running(Some(&me), "lease-7", None));
     }
 
     #[test]

@@ -11,12 +11,16 @@
 //! put-if-absent, so the store decides who holds number `n`. The holder of the highest
 //! number holds the lease while it runs; it hands the lease on by overwriting its object
 //! with a release mark. A waiter takes over a lease whose holder is gone (released, or a
-//! process that died: see [`owner_may_be_running`]) by creating `n + 1`. Numbers never go
-//! back, so of all processes that judge `n` free exactly one creates `n + 1`. The holder
-//! removes the objects below its own; a process acting on a listing that old (it created a
-//! number that was already removed) sees a higher number when it checks its win, and
-//! backs off. While held, the object is rewritten every few seconds, so a holder on another
-//! machine is judged by the age of its last write.
+//! process that died: see [`owner_may_be_running`]) by creating `n + 1`. The highest
+//! number is never deleted, so of all processes that judge `n` free exactly one creates
+//! `n + 1`. The holder removes the objects below its own; a process acting on a listing
+//! that old (it re-created a number that was already removed) sees a higher number when it
+//! checks its win, and backs off. While held, the object is rewritten every few seconds,
+//! so a holder on another machine is judged by the age of its last write.
+//!
+//! A holder that stalls past the grace on another machine may be taken over while it
+//! still runs. So a write confirms its lease ([`BranchLease::confirm`]) just before its
+//! first table commit and gives up, with nothing committed, when a higher number exists.
 
 use std::time::Duration;
 
@@ -38,6 +42,8 @@ const FIRST_WAIT: Duration = Duration::from_millis(10);
 const LONGEST_WAIT: Duration = Duration::from_millis(250);
 /// After this long a waiter says whom it waits for.
 const REPORT_AFTER: Duration = Duration::from_secs(5);
+/// A release is retried: a lease left marked held blocks the branch until the process ends.
+const RELEASE_ATTEMPTS: usize = 4;
 
 /// What a lease object says.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -79,8 +85,20 @@ fn lease_dir(branch: &str) -> String {
     format!("{LEASE_DIR}/{name}")
 }
 
+/// The number of a lease object's name: exactly 20 digits, so a stray name can never
+/// be taken for one.
 fn number_of(name: &str) -> Option<u64> {
-    name.strip_suffix(".json")?.parse().ok()
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The key of a lease object in this process's in-flight registry: the graph root too, as
+/// one process may write several graphs.
+fn registry_key(store: &GraphStore, path: &str) -> String {
+    format!("{}/{path}", store.root().display())
 }
 
 fn object(dir: &str, number: u64) -> String {
@@ -106,7 +124,10 @@ impl BranchLease {
                 None => 0,
                 Some((n, modified)) => match holder(store, &object(&dir, n), modified).await? {
                     Holder::Free => n + 1,
-                    Holder::Gone => continue,
+                    Holder::Gone => {
+                        tokio::time::sleep(FIRST_WAIT).await;
+                        continue;
+                    }
                     Holder::Live(owner) => {
                         if !reported && started.elapsed() >= REPORT_AFTER {
                             tracing::info!(branch, host = %owner.host, pid = owner.pid, "waiting for the branch's write lease");
@@ -135,7 +156,7 @@ impl BranchLease {
         let path = object(dir, number);
         // Marked in flight before it exists, so a task of this process that finds it
         // knows its holder is alive.
-        let in_flight = InFlight::start(&path);
+        let in_flight = InFlight::start(&registry_key(store, &path));
         let mark = Mark::Held {
             owner: Owner::this_process(),
             branch: branch.to_owned(),
@@ -148,8 +169,14 @@ impl BranchLease {
         {
             return Ok(None);
         }
-        let names = store.list(dir).await.context(StorageSnafu)?;
-        let numbers: Vec<u64> = names.iter().filter_map(|n| number_of(n)).collect();
+        let numbers = match numbers_in(store, dir).await {
+            Ok(numbers) => numbers,
+            Err(error) => {
+                // Never leave a created object marked held by nobody's turn.
+                let _ = store.delete(&path).await;
+                return Err(error);
+            }
+        };
         if numbers.iter().any(|&n| n > number) {
             // Acted on a listing from before a later holder: not ours.
             let _ = store.delete(&path).await;
@@ -169,12 +196,31 @@ impl BranchLease {
         }))
     }
 
+    /// Whether this process still holds the lease: no higher number exists (a waiter
+    /// elsewhere took it over, judging this holder gone). One listing.
+    pub async fn confirm(&self) -> Result<bool> {
+        let dir = self.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let mine = self
+            .path
+            .rsplit_once('/')
+            .and_then(|(_, name)| number_of(name));
+        let numbers = numbers_in(&self.store, dir).await?;
+        Ok(mine.is_some_and(|mine| numbers.iter().all(|&n| n <= mine)))
+    }
+
     /// Hand the lease on. The heartbeat stops first (and finishes any rewrite it started),
-    /// so nothing can overwrite the release mark.
+    /// so nothing can overwrite the release mark. The release runs as a task of its own:
+    /// a caller that stops waiting for it does not stop it.
     pub async fn release(mut self) {
         let heartbeat = self.heartbeat.take();
-        release(self.store.clone(), self.path.clone(), heartbeat).await;
+        let task = tokio::spawn(release(self.store.clone(), self.path.clone(), heartbeat));
+        let _ = task.await;
     }
+}
+
+async fn numbers_in(store: &GraphStore, dir: &str) -> Result<Vec<u64>> {
+    let names = store.list(dir).await.context(StorageSnafu)?;
+    Ok(names.iter().filter_map(|n| number_of(n)).collect())
 }
 
 impl Drop for BranchLease {
@@ -205,10 +251,21 @@ async fn release(
         let _ = task.await;
     }
     let bytes = serde_json::to_vec(&Mark::Released).unwrap_or_default();
-    if let Err(error) = store.put(&path, bytes).await {
-        // The holder is this live process; the next writer here or elsewhere waits until
-        // the process ends (same machine) or the foreign grace passes.
-        tracing::warn!(%error, lease = path, "could not release a branch write lease");
+    let mut wait = FIRST_WAIT;
+    for attempt in 1..=RELEASE_ATTEMPTS {
+        match store.put(&path, bytes.clone()).await {
+            Ok(()) => return,
+            Err(error) if attempt == RELEASE_ATTEMPTS => {
+                // The holder is this live process; the next writer here or elsewhere
+                // waits until the process ends (same machine) or the foreign grace passes.
+                tracing::error!(%error, lease = path, "could not release a branch write lease");
+            }
+            Err(error) => {
+                tracing::warn!(%error, lease = path, attempt, "releasing a branch write lease failed; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 4).min(LONGEST_WAIT);
+            }
+        }
     }
 }
 
@@ -252,7 +309,7 @@ async fn holder(
     match serde_json::from_slice::<Mark>(&bytes) {
         Ok(Mark::Held { owner, .. }) => {
             let age = modified.and_then(|t| std::time::SystemTime::now().duration_since(t).ok());
-            if owner_may_be_running(Some(&owner), path, age) {
+            if owner_may_be_running(Some(&owner), &registry_key(store, path), age) {
                 Ok(Holder::Live(owner))
             } else {
                 Ok(Holder::Free)
@@ -276,5 +333,7 @@ mod tests {
         assert_eq!(lease_dir("main"), "__leases/main");
         assert_eq!(lease_dir("../x"), "__leases/%2e%2e%2fx");
         assert_eq!(number_of(&object("d", 7)[2..]), Some(7));
+        assert_eq!(number_of("7.json"), None, "only the 20-digit form");
+        assert_eq!(number_of("0000000000000000000x.json"), None);
     }
 }

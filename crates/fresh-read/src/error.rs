@@ -1,21 +1,26 @@
 use snafu::Snafu;
+use tributary_storage::lance_text::user_message;
 
 #[derive(Debug, Snafu)]
 #[snafu(visibility(pub(crate)))]
 pub enum Error {
     /// The request is wrong: a bad filter, column or search query.
-    #[snafu(display("{what} on {table}: {message}"))]
-    InvalidQuery {
-        table: String,
-        what: String,
-        message: String,
-    },
+    #[snafu(display("{message}"))]
+    InvalidQuery { message: String },
 
-    #[snafu(display("{action} of {table} failed: {source}"))]
+    #[snafu(display("{action} of {table} failed: {}", user_message(source)))]
     Lance {
         action: String,
         table: String,
         source: lance::Error,
+    },
+
+    /// Arrow refused rows Lance returned: a bug, never the request's fault.
+    #[snafu(display("{action} of {table} failed: {source}"))]
+    Arrow {
+        action: String,
+        table: String,
+        source: arrow_schema::ArrowError,
     },
 
     #[snafu(display("{source}"))]

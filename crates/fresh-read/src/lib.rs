@@ -12,13 +12,32 @@ use arrow_array::RecordBatch;
 use lance::Dataset;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{fresh_scanner, TableWriter};
-use tributary_storage::quote;
+use tributary_storage::{lance_text, quote};
 
 pub use error::{Error, Result};
 pub use search::Search;
 
-use error::MemWalSnafu;
+use error::{ArrowSnafu, MemWalSnafu};
 use plan::Plan;
+
+/// What a user reads when Lance refuses `what` (a filter, a projection, a search) on
+/// `table`: the unknown field and Lance's suggestion, or Lance's reason without its source
+/// location.
+fn describe_invalid(table: &str, what: &str, source: &lance::Error) -> String {
+    match lance_text::unknown_field(source) {
+        Some(unknown) => {
+            let hint = unknown
+                .suggestion
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            format!("unknown field `{}` of {table}{hint}", unknown.field)
+        }
+        None => format!(
+            "invalid {what} on {table}: {}",
+            lance_text::user_message(source)
+        ),
+    }
+}
 
 /// What a scan asks for.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,16 +69,18 @@ impl<'a> TableReader<'a> {
         TableReader { base, tier }
     }
 
+    /// The table's name as users know it (`Person` for `…/nodes/Person.lance`): messages
+    /// never carry the store's URI.
     fn table(&self) -> String {
-        self.base.uri().to_owned()
+        let uri = self.base.uri().trim_end_matches('/');
+        let last = uri.rsplit('/').next().unwrap_or(uri);
+        last.strip_suffix(".lance").unwrap_or(last).to_owned()
     }
 
     pub(crate) fn invalid(&self, what: &str) -> impl Fn(lance::Error) -> Error + '_ {
         let what = what.to_owned();
         move |source| Error::InvalidQuery {
-            table: self.table(),
-            what: what.clone(),
-            message: source.to_string(),
+            message: describe_invalid(&self.table(), &what, &source),
         }
     }
 
@@ -138,15 +159,12 @@ impl<'a> TableReader<'a> {
                 };
                 self.scan(&query).await
             }
-            Some(first) => {
-                arrow_select::concat::concat_batches(&first.schema(), &batches).map_err(|e| {
-                    Error::InvalidQuery {
-                        table: self.table(),
-                        what: "concat".into(),
-                        message: e.to_string(),
-                    }
-                })
-            }
+            Some(first) => arrow_select::concat::concat_batches(&first.schema(), &batches).context(
+                ArrowSnafu {
+                    action: "concatenate rows",
+                    table: self.table(),
+                },
+            ),
         }
     }
 }

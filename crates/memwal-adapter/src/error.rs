@@ -1,4 +1,5 @@
 use snafu::Snafu;
+use tributary_storage::lance_text::user_message;
 
 #[derive(Debug, Snafu)]
 #[snafu(visibility(pub(crate)))]
@@ -23,7 +24,7 @@ pub enum Error {
     #[snafu(display("{table}: {message}"))]
     InvalidSetting { table: String, message: String },
 
-    #[snafu(display("MemWAL {action} on {table} failed: {source}"))]
+    #[snafu(display("MemWAL {action} on {table} failed: {}", user_message(source)))]
     Lance {
         action: String,
         table: String,
@@ -99,19 +100,17 @@ pub(crate) fn from_lance(
     // Two fences are I/O errors in Lance 14, told only by their text (both pinned by
     // surface guards): a writer open that loses the epoch race, and `close` of a writer
     // another one fenced.
-    let text = source.to_string();
-    let untyped_fence =
-        text.contains("another writer claimed epoch") || text.contains("Writer fenced");
+    let untyped_fence = tributary_storage::lance_text::is_untyped_fence(&source);
     if source.fence_reason().is_some() || untyped_fence {
         Error::Fenced {
             table: table.to_owned(),
             shard: shard.to_string(),
-            message: source.to_string(),
+            message: user_message(&source),
         }
     } else if source.is_backpressure() {
         Error::Backpressure {
             table: table.to_owned(),
-            message: source.to_string(),
+            message: user_message(&source),
         }
     } else {
         Error::Lance {

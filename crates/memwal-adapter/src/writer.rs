@@ -148,7 +148,7 @@ async fn enrollment_of(
 }
 
 fn is_lost_race(error: &lance::Error) -> bool {
-    error.to_string().contains("already initialized")
+    tributary_storage::lance_text::is_already_enrolled(error)
         || matches!(
             error,
             lance::Error::CommitConflict { .. }

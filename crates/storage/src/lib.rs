@@ -7,6 +7,7 @@
 
 mod counting;
 mod error;
+pub mod lance_text;
 mod wrapper;
 
 use std::sync::Arc;

@@ -3,6 +3,9 @@
 //! `cargo xtask bench` runs them in release. `-- --quick` shortens every scenario (for a
 //! smoke run); timings from a debug build are meaningless.
 
+// bench code: a panic here is a failed bench, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

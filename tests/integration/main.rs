@@ -1,5 +1,8 @@
 //! Workspace integration tests: one binary (each test binary links Lance), modules inside.
 
+// test code: a panic here is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod acknowledged;
 mod cleanup;
 mod columns;

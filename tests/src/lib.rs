@@ -1,5 +1,8 @@
 //! Shared fixtures for the integration tests and the scenario benchmarks.
 
+// test fixtures: a panic here is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;

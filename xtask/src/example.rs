@@ -39,11 +39,10 @@ pub fn write(dir: &Path) -> Result<(), String> {
     let mut rng = Lcg(42);
     let mut data = String::new();
     for c in 0..COMPANIES {
-        writeln!(
+        let _ = writeln!(
             data,
             r#"{{"type":"Company","data":{{"name":"company-{c:03}"}}}}"#
-        )
-        .expect("write to string");
+        );
     }
     for p in 0..PEOPLE {
         let first = FIRST[rng.next(FIRST.len())];
@@ -54,32 +53,29 @@ pub fn write(dir: &Path) -> Result<(), String> {
             "inactive"
         };
         let topic = TOPICS[rng.next(TOPICS.len())];
-        writeln!(
+        let _ = writeln!(
             data,
             r#"{{"type":"Person","data":{{"name":"person-{p:04}","age":{age},"status":"{status}","email":"{first}.{p}@example.org","bio":"{first} works on {topic}"}}}}"#
-        )
-        .expect("write to string");
+        );
     }
     for p in 0..PEOPLE {
         if rng.next(10) < 9 {
             let company = rng.next(COMPANIES);
             let year = 2000 + rng.next(25);
-            writeln!(
+            let _ = writeln!(
                 data,
                 r#"{{"edge":"WorksAt","from":"person-{p:04}","to":"company-{company:03}","data":{{"since":"{year}-01-01"}}}}"#
-            )
-            .expect("write to string");
+            );
         }
     }
     for p in 0..PEOPLE {
         for _ in 0..KNOWS_PER_PERSON {
             let other = rng.next(PEOPLE);
             if other != p {
-                writeln!(
+                let _ = writeln!(
                     data,
                     r#"{{"edge":"Knows","from":"person-{p:04}","to":"person-{other:04}"}}"#
-                )
-                .expect("write to string");
+                );
             }
         }
     }

@@ -40,10 +40,9 @@ fn main() -> ExitCode {
 type Result<T = ()> = std::result::Result<T, String>;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives in the workspace")
-        .to_path_buf()
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // xtask lives one folder below the workspace root.
+    manifest.parent().unwrap_or(manifest).to_path_buf()
 }
 
 fn cargo() -> Result<Command> {

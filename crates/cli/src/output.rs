@@ -102,6 +102,7 @@ fn csv_field(text: &str) -> String {
 }
 
 /// The commit log as a batch: one row per commit.
+#[expect(clippy::expect_used, reason = "the columns are built for this schema")]
 pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
     let strings = |f: &dyn Fn(&CommitRecord) -> String| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(commits.iter().map(f)))
@@ -194,6 +195,10 @@ pub fn fold_batch(outcome: &tributary::FoldOutcome) -> RecordBatch {
 }
 
 /// A two-column batch of `(name, value)` pairs, for summaries.
+#[expect(
+    clippy::expect_used,
+    reason = "two string columns for two string fields"
+)]
 pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatch {
     let schema = Schema::new(vec![
         Field::new(names.0, DataType::Utf8, false),
@@ -206,6 +211,7 @@ pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatc
 }
 
 /// `ingest status` as a batch: one row per shard of each enrolled table.
+#[expect(clippy::expect_used, reason = "the columns are built for this schema")]
 pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     let mut rows: Vec<(&tributary::TableIngestStatus, &tributary::ShardIngestStatus)> = Vec::new();
     for table in &status.tables {

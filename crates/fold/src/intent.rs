@@ -176,8 +176,8 @@ impl Intent {
         format!("{RECOVERY_DIR}/{id}.json")
     }
 
+    #[expect(clippy::expect_used, reason = "an intent is plain strings and numbers")]
     pub fn to_bytes(&self) -> Vec<u8> {
-        // Plain strings and numbers only: serialization cannot fail.
         serde_json::to_vec_pretty(self).expect("intent serializes")
     }
 

@@ -1,6 +1,9 @@
 //! Decode throughput: 1M generated `Person` lines of the DESIGN schema (regex check,
 //! enum, range, default, an embedding on every tenth line). Reports lines/s.
 
+// bench code: a panic here is a failed bench, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::fmt::Write as _;
 use std::time::Duration;
 

@@ -1,5 +1,8 @@
 //! The CLI as a user runs it: the real binary, its output formats, errors and exit codes.
 
+// test code: a panic here is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod restarts;
 mod torture;
 

@@ -211,6 +211,10 @@ impl Column {
 
 /// List offsets are i32 (Arrow `List`, not `LargeList`); more than 2^31 list items in one
 /// batch would need tens of gigabytes of rows, so running out is treated as a bug.
+#[expect(
+    clippy::expect_used,
+    reason = "2^31 list items in one batch is beyond any batch size"
+)]
 fn list_offset(item_count: usize) -> i32 {
     i32::try_from(item_count).expect("list column exceeds 2^31 items in one batch")
 }

@@ -137,6 +137,10 @@ impl<'c> TableBuilder<'c> {
             arrays.push(Arc::new(self.targets.finish()));
         }
         arrays.extend(self.columns.iter_mut().map(Column::finish));
+        #[expect(
+            clippy::expect_used,
+            reason = "the builders are made from the schema's fields"
+        )]
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
             .expect("column builders are derived from the same field types as the schema");
         TypeBatch {

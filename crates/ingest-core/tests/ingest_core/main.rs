@@ -1,5 +1,8 @@
 //! The crate's single integration-test binary.
 
+// test code: a panic here is a failed test, which is what it should be.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod decode;
 mod schema;
 

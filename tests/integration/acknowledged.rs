@@ -100,7 +100,7 @@ async fn the_background_folder_claims_only_an_idle_tail() {
         },
         ..Default::default()
     };
-    let folder = Graph::open_with(&uri, patient).await.unwrap();
+    let folder = Graph::builder(&uri).settings(patient).open().await.unwrap();
     assert!(
         !folder.fold_due("main").await.unwrap(),
         "a live writer's fresh tail is not stranded"
@@ -112,7 +112,7 @@ async fn the_background_folder_claims_only_an_idle_tail() {
         },
         ..Default::default()
     };
-    let folder = Graph::open_with(&uri, eager).await.unwrap();
+    let folder = Graph::builder(&uri).settings(eager).open().await.unwrap();
     assert!(
         folder.fold_due("main").await.unwrap(),
         "an idle tail is due"

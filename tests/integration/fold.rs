@@ -141,7 +141,11 @@ async fn validation_spans_chunks_of_one_fold() {
         },
         ..Default::default()
     };
-    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let graph = Graph::builder(&uri)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     // The writer of the first handle was never closed: its rows are in the WAL only, and
     // the fold's cut claims the shard to bring them in.
     let outcome = graph.fold("main").await.unwrap();
@@ -232,7 +236,11 @@ async fn the_halt_policy_refuses_the_fold_and_reports_the_row() {
         },
         ..Default::default()
     };
-    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let graph = Graph::builder(&uri)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     let head = graph.snapshot(&At::default()).await.unwrap();
     let error = graph.fold("main").await.unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
@@ -423,7 +431,13 @@ async fn the_background_folder_publishes_and_stops_on_close() {
         },
         ..Default::default()
     };
-    let graph = Arc::new(Graph::open_with(&uri, settings).await.unwrap());
+    let graph = Arc::new(
+        Graph::builder(&uri)
+            .settings(settings)
+            .open()
+            .await
+            .unwrap(),
+    );
     graph.start_folder("main").await.unwrap();
     assert!(graph.folder_running().await);
     send(&graph, &[person("ada", 1), person("bob", 2)]).await;
@@ -463,7 +477,11 @@ async fn fold_triggers_fire_on_generations_bytes_and_lag() {
                 triggers,
                 ..Default::default()
             };
-            Graph::open_with(&uri, settings).await.unwrap()
+            Graph::builder(&uri)
+                .settings(settings)
+                .open()
+                .await
+                .unwrap()
         }
     };
     let quiet = FoldTriggers {
@@ -540,7 +558,11 @@ async fn a_backlog_over_max_rows_folds_in_several_commits_nodes_first() {
         },
         ..Default::default()
     };
-    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let graph = Graph::builder(&uri)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     let outcome = graph.fold("main").await.unwrap();
     assert!(outcome.complete);
     // Three 2-row node generations, then the edges: each fold fits in 3 rows.

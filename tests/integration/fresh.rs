@@ -375,7 +375,11 @@ async fn loads_build_indexes_once_a_table_is_large_enough() {
         indexes: IndexSettings { min_rows: 50 },
         ..Default::default()
     };
-    let graph = Graph::open_with(&uri, settings).await.unwrap();
+    let graph = Graph::builder(&uri)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
     let companies = |range: std::ops::Range<usize>| {
         ndjson(
             &range

@@ -163,7 +163,8 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = tributary_storage::GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = Graph::init_with_store(store, tributary_tests::SCHEMA)
+    let graph = Graph::builder_on(store)
+        .init(tributary_tests::SCHEMA)
         .await
         .unwrap();
     let ingest = graph.ingest("main").unwrap();
@@ -227,7 +228,13 @@ async fn unflushed_memory_stays_bounded_under_load() {
         },
         ..Default::default()
     };
-    let graph = std::sync::Arc::new(Graph::open_with(&uri, settings).await.unwrap());
+    let graph = std::sync::Arc::new(
+        Graph::builder(&uri)
+            .settings(settings)
+            .open()
+            .await
+            .unwrap(),
+    );
     let producers: Vec<_> = (0..8)
         .map(|p| {
             let graph = graph.clone();

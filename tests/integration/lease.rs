@@ -239,7 +239,11 @@ async fn an_uncontended_write_takes_the_lease_in_seven_operations() {
     let (_dir, uri, graph) = temp_graph().await;
     drop(graph);
     let counter = OpCounter::new();
-    let graph = Graph::open_counted(&uri, counter.clone()).await.unwrap();
+    let graph = Graph::builder(&uri)
+        .counted(counter.clone())
+        .open()
+        .await
+        .unwrap();
     let mut per_load = Vec::new();
     for name in ["acme", "initech", "globex"] {
         let before = counter.snapshot();

@@ -149,7 +149,8 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
         Some(counter.clone()),
     )
     .unwrap();
-    let graph = tributary::Graph::init_with_store(store, tributary_tests::SCHEMA)
+    let graph = tributary::Graph::builder_on(store)
+        .init(tributary_tests::SCHEMA)
         .await
         .unwrap();
     let publisher = graph.publisher();

@@ -21,7 +21,8 @@ async fn every_write_of_a_load_goes_through_the_graph_store() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = tributary::Graph::init_with_store(store, SCHEMA)
+    let graph = tributary::Graph::builder_on(store)
+        .init(SCHEMA)
         .await
         .unwrap();
     let before = counter.snapshot();
@@ -65,7 +66,8 @@ async fn reopened_and_checked_out_datasets_keep_the_store() {
     let counter = OpCounter::new();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     let store = GraphStore::with_counter(&uri, Some(counter.clone())).unwrap();
-    let graph = tributary::Graph::init_with_store(store.clone(), SCHEMA)
+    let graph = tributary::Graph::builder_on(store.clone())
+        .init(SCHEMA)
         .await
         .unwrap();
     graph

@@ -74,85 +74,48 @@ impl std::fmt::Debug for Graph {
 impl Graph {
     /// Create a graph at `uri` (a local path or `file://` URI) with the schema `source`.
     pub async fn init(uri: &str, source: &str) -> Result<Graph> {
-        Self::init_with_store(GraphStore::new(uri).context(StorageSnafu)?, source).await
+        Graph::builder(uri).init(source).await
     }
 
     /// Open the graph at `uri`. Opening never writes: writes an earlier process left
     /// half-done are resolved by the next load or fold (or [`Graph::recover`]).
     pub async fn open(uri: &str) -> Result<Graph> {
-        Self::open_with_store(GraphStore::new(uri).context(StorageSnafu)?).await
+        Graph::builder(uri).open().await
     }
 
-    /// Open with explicit settings (applied to tables enrolled from now on).
-    pub async fn open_with(uri: &str, settings: GraphSettings) -> Result<Graph> {
-        let mut graph = Self::open(uri).await?;
-        graph.settings = settings;
-        Ok(graph)
-    }
-
-    /// Open with every object-store operation counted in `counter` (cost tests).
-    pub async fn open_counted(uri: &str, counter: OpCounter) -> Result<Graph> {
-        Self::open_with_store(GraphStore::with_counter(uri, Some(counter)).context(StorageSnafu)?)
-            .await
-    }
-
-    pub async fn init_with_store(store: GraphStore, source: &str) -> Result<Graph> {
-        let catalog = Catalog::parse(source).context(SchemaSnafu)?;
-        if store
-            .dataset_exists(tributary_publisher::MANIFEST_PATH)
-            .await
-            .context(StorageSnafu)?
-        {
-            return Err(tributary_publisher::Error::AlreadyExists {
-                uri: store.root().display().to_string(),
-            })
-            .context(PublishSnafu);
+    /// Open or create the graph at `uri` with settings, a counted store or a store of
+    /// the caller's: `Graph::builder(uri).settings(settings).open()`.
+    pub fn builder(uri: &str) -> GraphBuilder {
+        GraphBuilder {
+            uri: uri.to_owned(),
+            store: None,
+            counter: None,
+            settings: GraphSettings::default(),
         }
-        // Tables left by an init that crashed before its manifest existed are overwritten:
-        // without a manifest nothing of them was ever visible.
-        let mut tables = BTreeMap::new();
-        for ty in &catalog.types {
-            let path = ty.table_path();
-            let uri = store.uri_of(&path);
-            let reader = arrow_array::RecordBatchIterator::new(Vec::new(), table_schema(ty));
-            let dataset = Dataset::write(
-                reader,
-                uri.as_str(),
-                Some(store.write_params(WriteMode::Overwrite)),
-            )
-            .await
-            .context(LanceSnafu {
-                action: "create table",
-                table: path.clone(),
-            })?;
-            tables.insert(path, dataset.version().version);
+    }
+
+    /// [`Graph::builder`] over a store the caller configured (or wraps).
+    pub fn builder_on(store: GraphStore) -> GraphBuilder {
+        GraphBuilder {
+            uri: store.root().display().to_string(),
+            store: Some(store),
+            counter: None,
+            settings: GraphSettings::default(),
         }
-        let schema = SchemaRecord {
-            version: 1,
-            source: source.to_owned(),
-        };
-        let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
-            .await
-            .context(PublishSnafu)?;
-        Ok(Graph::assemble(store, catalog, publisher))
     }
 
-    pub async fn open_with_store(store: GraphStore) -> Result<Graph> {
-        let publisher = ManifestCasPublisher::open(&store)
-            .await
-            .context(PublishSnafu)?;
-        let schema = publisher.schema().await.context(PublishSnafu)?;
-        let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
-        Ok(Graph::assemble(store, catalog, publisher))
-    }
-
-    fn assemble(store: GraphStore, catalog: Catalog, publisher: ManifestCasPublisher) -> Graph {
+    fn assemble(
+        store: GraphStore,
+        catalog: Catalog,
+        publisher: ManifestCasPublisher,
+        settings: GraphSettings,
+    ) -> Graph {
         Graph {
             store,
             catalog,
             publisher,
             write_queues: Mutex::new(HashMap::new()),
-            settings: GraphSettings::default(),
+            settings,
             writers: Default::default(),
             folding: Default::default(),
         }
@@ -291,6 +254,91 @@ impl WriteTurn {
     /// Hand the branch on: the lease first, then this process's queue.
     pub(crate) async fn end(self) {
         self.lease.release().await;
+    }
+}
+
+/// How to open or create a graph (see [`Graph::builder`]). Settings apply from the start:
+/// to every write, fold and enrollment the graph makes.
+#[derive(Debug, Clone)]
+pub struct GraphBuilder {
+    uri: String,
+    store: Option<GraphStore>,
+    counter: Option<OpCounter>,
+    settings: GraphSettings,
+}
+
+impl GraphBuilder {
+    pub fn settings(mut self, settings: GraphSettings) -> GraphBuilder {
+        self.settings = settings;
+        self
+    }
+
+    /// Count every object-store operation in `counter` (cost tests and benchmarks).
+    pub fn counted(mut self, counter: OpCounter) -> GraphBuilder {
+        self.counter = Some(counter);
+        self
+    }
+
+    fn into_store(self) -> Result<(GraphStore, GraphSettings)> {
+        let store = match self.store {
+            Some(store) => store,
+            None => GraphStore::with_counter(&self.uri, self.counter).context(StorageSnafu)?,
+        };
+        Ok((store, self.settings))
+    }
+
+    /// Open the existing graph.
+    pub async fn open(self) -> Result<Graph> {
+        let (store, settings) = self.into_store()?;
+        let publisher = ManifestCasPublisher::open(&store)
+            .await
+            .context(PublishSnafu)?;
+        let schema = publisher.schema().await.context(PublishSnafu)?;
+        let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
+        Ok(Graph::assemble(store, catalog, publisher, settings))
+    }
+
+    /// Create the graph with the schema `source`; refused if one exists there.
+    pub async fn init(self, source: &str) -> Result<Graph> {
+        let (store, settings) = self.into_store()?;
+        let catalog = Catalog::parse(source).context(SchemaSnafu)?;
+        if store
+            .dataset_exists(tributary_publisher::MANIFEST_PATH)
+            .await
+            .context(StorageSnafu)?
+        {
+            return Err(tributary_publisher::Error::AlreadyExists {
+                uri: store.root().display().to_string(),
+            })
+            .context(PublishSnafu);
+        }
+        // Tables left by an init that crashed before its manifest existed are overwritten:
+        // without a manifest nothing of them was ever visible.
+        let mut tables = BTreeMap::new();
+        for ty in &catalog.types {
+            let path = ty.table_path();
+            let uri = store.uri_of(&path);
+            let reader = arrow_array::RecordBatchIterator::new(Vec::new(), table_schema(ty));
+            let dataset = Dataset::write(
+                reader,
+                uri.as_str(),
+                Some(store.write_params(WriteMode::Overwrite)),
+            )
+            .await
+            .context(LanceSnafu {
+                action: "create table",
+                table: path.clone(),
+            })?;
+            tables.insert(path, dataset.version().version);
+        }
+        let schema = SchemaRecord {
+            version: 1,
+            source: source.to_owned(),
+        };
+        let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
+            .await
+            .context(PublishSnafu)?;
+        Ok(Graph::assemble(store, catalog, publisher, settings))
     }
 }
 

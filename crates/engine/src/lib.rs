@@ -20,7 +20,7 @@ mod validate;
 pub use cleanup::CleanupReport;
 pub use error::{Error, ErrorKind, Result};
 pub use fold::FoldTriggers;
-pub use graph::{At, Graph, GraphSettings, MAIN_BRANCH};
+pub use graph::{At, Graph, GraphBuilder, GraphSettings, MAIN_BRANCH};
 pub use ingest::{IngestAck, Ingestor};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;

@@ -32,7 +32,9 @@ async fn counted_graph() -> (tempfile::TempDir, OpCounter, Graph) {
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, SCHEMA).await.expect("init");
     let counter = OpCounter::new();
-    let graph = Graph::open_counted(&uri, counter.clone())
+    let graph = Graph::builder(&uri)
+        .counted(counter.clone())
+        .open()
         .await
         .expect("open");
     (dir, counter, graph)
@@ -107,7 +109,9 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, SCHEMA).await.expect("init");
     let graph = Arc::new(
-        Graph::open_with(&uri, GraphSettings::default())
+        Graph::builder(&uri)
+            .settings(GraphSettings::default())
+            .open()
             .await
             .expect("open"),
     );

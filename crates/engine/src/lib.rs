@@ -4,6 +4,40 @@
 //! [`Graph`] is the composition: init/open, load, streaming ingest, fold, reads and the
 //! commit log. [`GraphOps`] is the set of operations every way of reaching a graph (this
 //! process, or a server over HTTP) offers alike.
+//!
+//! ```
+//! use tributary::{Graph, LoadOptions, ReadOptions, View};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let root = std::env::temp_dir().join(format!("tributary-doc-{}", std::process::id()));
+//! let schema = "node Person @stream {\n  name: String @key\n  age: I32?\n}\n";
+//! let graph = Graph::init(root.to_str().ok_or("a UTF-8 path")?, schema).await?;
+//!
+//! // Interactive load: one graph commit, visible when it returns.
+//! let ada = r#"{"type":"Person","data":{"name":"ada","age":36}}"#;
+//! graph.load(ada, &LoadOptions::default()).await?;
+//!
+//! // Streaming ingest: acknowledged once durable in Lance's MemWAL, not yet folded...
+//! let bob = r#"{"type":"Person","data":{"name":"bob","age":41}}"#;
+//! let ack = graph.ingest("main")?.send(1, bob).await?;
+//! assert_eq!(ack.durable_rows, 1);
+//! // ...so a snapshot read does not see it, and a fresh read does.
+//! let fresh = View { fresh: true, ..View::default() };
+//! assert!(graph.get("Person", "bob", View::default()).await?.is_none());
+//! assert!(graph.get("Person", "bob", fresh).await?.is_some());
+//!
+//! // A fold publishes everything acknowledged as one graph commit.
+//! graph.fold("main").await?;
+//! let people = graph.read("Person", &ReadOptions::default()).await?;
+//! assert_eq!(people.num_rows(), 2);
+//! assert_eq!(graph.log("main", 10).await?.len(), 3); // init, load, fold
+//!
+//! graph.close_writers().await?;
+//! std::fs::remove_dir_all(&root)?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod cleanup;
 mod error;

@@ -85,6 +85,35 @@ async fn bad_requests_are_invalid_input() {
     let error = graph.read("Person", &broken).await.unwrap_err().to_string();
     assert!(error.starts_with("invalid filter on Person: "), "{error}");
     assert!(!error.contains(".rs:") && !error.contains("://"), "{error}");
+    // Lance keeps the first complete expression and drops the rest: refused here instead.
+    for (filter, rest) in [
+        ("age > 3 garbage", "garbage"),
+        ("age > 3 LIMIT 1", "LIMIT"),
+        ("age > 200; DROP TABLE x", ";"),
+        ("age > 3) OR (1=1", ")"),
+    ] {
+        let trailing = ReadOptions {
+            filter: Some(filter.into()),
+            ..Default::default()
+        };
+        let error = graph.read("Person", &trailing).await.unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::InvalidInput, "{filter}");
+        assert_eq!(
+            error.to_string(),
+            format!("invalid filter on Person: unexpected `{rest}` after a complete expression")
+        );
+    }
+    for filter in [
+        "age == 3",
+        "name LIKE 'a%' AND (age > 3 OR age IS NULL)",
+        "id IN ('a', 'b')",
+    ] {
+        let fine = ReadOptions {
+            filter: Some(filter.into()),
+            ..Default::default()
+        };
+        graph.read("Person", &fine).await.unwrap();
+    }
     let bad_select = ReadOptions {
         select: Some(vec!["nope".into()]),
         ..Default::default()

@@ -5,6 +5,7 @@
 //! search over every tier) for the fresh one.
 
 mod error;
+mod filter;
 mod plan;
 mod search;
 
@@ -111,6 +112,14 @@ impl<'a> TableReader<'a> {
             plan = plan.project(columns).map_err(self.invalid("select"))?;
         }
         if let Some(filter) = query.filter {
+            if let Some(rest) = filter::trailing_input(filter) {
+                return Err(Error::InvalidQuery {
+                    message: format!(
+                        "invalid filter on {}: unexpected `{rest}` after a complete expression",
+                        self.table()
+                    ),
+                });
+            }
             plan = plan.filter(filter).map_err(self.invalid("filter"))?;
         }
         if let Some(limit) = query.limit {

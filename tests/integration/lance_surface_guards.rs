@@ -576,3 +576,16 @@ async fn a_filter_on_an_unknown_column_names_it_and_a_suggestion() {
         "Lance no longer appends a location"
     );
 }
+
+/// Lance parses a filter as the `WHERE` of a statement and drops whatever follows the
+/// first complete expression, so `value = '1' garbage` is `value = '1'`. The read path
+/// refuses such filters itself (`fresh-read`'s filter check); when this guard fails, Lance
+/// refuses them too and the check can go.
+#[tokio::test]
+async fn a_filter_with_trailing_input_is_cut_silently() {
+    let (_dir, _store, dataset) = table(&[("a", "1"), ("b", "2")]).await;
+    let mut scan = dataset.scan();
+    scan.filter("value = '1' garbage").unwrap();
+    let rows = scan.try_into_batch().await.unwrap();
+    assert_eq!(rows.num_rows(), 1);
+}

@@ -18,16 +18,26 @@ pub struct ServerArgs {
 }
 
 impl ServerArgs {
-    /// The client of the server named by `--server`, for `graph`.
-    pub fn remote(&self, graph: &str) -> Option<Remote> {
-        let url = self.server.as_ref()?;
-        Some(Remote::new(url, graph, self.token.clone()))
+    /// The client of the server named by `--server`, for `graph`; `None` without one.
+    pub fn remote(&self, graph: &str) -> Result<Option<Remote>, Failure> {
+        let Some(url) = self.server.as_ref() else {
+            return Ok(None);
+        };
+        match reqwest::Url::parse(url) {
+            Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
+            Ok(_) | Err(_) => {
+                return Err(Failure::usage(format!(
+                    "--server `{url}` is not an http:// or https:// URL"
+                )))
+            }
+        }
+        Ok(Some(Remote::new(url, graph, self.token.clone())))
     }
 }
 
 /// Open `graph` here, or reach it on the server `--server` names.
 pub async fn open(graph: &str, server: &ServerArgs) -> Result<Box<dyn GraphOps>, Failure> {
-    Ok(match server.remote(graph) {
+    Ok(match server.remote(graph)? {
         Some(remote) => Box::new(remote),
         None => Box::new(Graph::open(graph).await?),
     })

@@ -83,6 +83,18 @@ impl Failure {
     pub(crate) fn interrupted(message: impl Into<String>) -> Failure {
         Failure::with(INTERRUPTED, message)
     }
+
+    /// Reading the input `what` failed: a file that is not there or may not be read is
+    /// not found (66), text that is not UTF-8 is invalid input (65), the rest is I/O (74).
+    pub(crate) fn reading(what: &str, error: std::io::Error) -> Failure {
+        use std::io::ErrorKind as Io;
+        let message = format!("cannot read {what}: {error}");
+        match error.kind() {
+            Io::NotFound | Io::PermissionDenied | Io::IsADirectory => Failure::not_found(message),
+            Io::InvalidData => Failure::invalid(message),
+            _ => Failure::io(message),
+        }
+    }
 }
 
 impl From<tributary::Error> for Failure {

@@ -249,8 +249,7 @@ fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
     let mut reader: Box<dyn BufRead + Send> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
-        let opened = std::fs::File::open(file)
-            .map_err(|e| Failure::invalid(format!("cannot read {file}: {e}")))?;
+        let opened = std::fs::File::open(file).map_err(|e| Failure::reading(file, e))?;
         Box::new(std::io::BufReader::new(opened))
     };
     let (sender, receiver) = tokio::sync::mpsc::channel(64 * 1024);

@@ -297,14 +297,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
-        output::write_batch(out, format, batch).map_err(Failure::internal)
+        output::write_batch(out, format, batch).map_err(Failure::io)
     };
     match command {
         Command::Init { graph, schema } => {
-            let source = std::fs::read_to_string(&schema).map_err(|e| {
-                Failure::invalid(format!("cannot read schema {}: {e}", schema.display()))
-            })?;
-            let (types, commit) = match server.remote(&graph) {
+            let source = std::fs::read_to_string(&schema)
+                .map_err(|e| Failure::reading(&format!("schema {}", schema.display()), e))?;
+            let (types, commit) = match server.remote(&graph)? {
                 Some(remote) => remote.create(source).await?,
                 None => {
                     let opened = Graph::init(&graph, &source).await?;
@@ -456,7 +455,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     batch_lines: args.batch_lines as usize,
                     fold: !args.no_fold,
                 };
-                match server.remote(&run.graph) {
+                match server.remote(&run.graph)? {
                     Some(remote) => ingest::run_remote(&remote, run, format, &mut out).await,
                     None => ingest::run(run, format, &mut out).await,
                 }
@@ -502,7 +501,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     writeln!(out, "{}", serde_json::json!({ "schema": source }))
                 }
             };
-            result.map_err(|e| Failure::internal(e.to_string()))
+            result.map_err(|e| Failure::io(e.to_string()))
         }
     }
 }
@@ -539,10 +538,9 @@ fn read_input(file: &str) -> Result<String, Failure> {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
-            .map_err(|e| Failure::invalid(format!("cannot read standard input: {e}")))?;
+            .map_err(|e| Failure::reading("standard input", e))?;
         Ok(text)
     } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| Failure::invalid(format!("cannot read {file}: {e}")))
+        std::fs::read_to_string(file).map_err(|e| Failure::reading(file, e))
     }
 }

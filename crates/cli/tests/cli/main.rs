@@ -187,6 +187,12 @@ fn usage_and_lookup_errors_have_distinct_exit_codes() {
     let output = run(&["log", &none]);
     assert_eq!(output.status.code(), Some(66));
     assert!(String::from_utf8_lossy(&output.stderr).starts_with("error: "));
+    // An input file that is not there is not found; a --server that is no URL is usage.
+    let (_graph_dir, graph) = empty_graph();
+    let missing = run(&["load", &graph, &none]);
+    assert_eq!(missing.status.code(), Some(66), "{missing:?}");
+    let not_a_url = run(&["log", "g", "--server", "notaurl"]);
+    assert_eq!(not_a_url.status.code(), Some(64), "{not_a_url:?}");
 }
 
 /// Where strace is installed, count the fsyncs of a committed load in a child process.

@@ -321,3 +321,52 @@ async fn cleanup_keeps_the_tip_a_new_writers_sentinel_goes_after() {
         ["bob", "cy", "p0", "p1", "p2", "p3", "p4"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_load_beside_a_live_streaming_ingester_claims_its_shard_and_wins() {
+    let (_dir, uri, graph) = temp_graph().await;
+    drop(graph);
+    let streamer = std::sync::Arc::new(Graph::open(&uri).await.unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Another process streams without pause; each send heals a fence by reopening.
+    let stream = tokio::spawn({
+        let (streamer, stop) = (streamer.clone(), stop.clone());
+        async move {
+            let mut acked = Vec::new();
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let name = format!("s{i}");
+                let sent = streamer
+                    .ingest("main")
+                    .unwrap()
+                    .send(1, &ndjson(&[person(&name, 20)]))
+                    .await;
+                if sent.is_ok_and(|ack| ack.durable_rows == 1) {
+                    acked.push(name);
+                }
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            acked
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Loads of the streamed type claim the streamer's shard (the fold before the load).
+    let loader = Graph::open(&uri).await.unwrap();
+    for age in [31, 32, 33] {
+        loader
+            .load(&ndjson(&[person("ada", age)]), &LoadOptions::default())
+            .await
+            .expect("a load beside a live ingester gave up");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = stream.await.unwrap();
+    assert!(acked.len() > 5, "the stream made progress: {}", acked.len());
+    streamer.fold("main").await.unwrap();
+    let reader = Graph::open(&uri).await.unwrap();
+    let people = people(&reader).await;
+    for name in &acked {
+        assert!(people.contains(name), "acknowledged {name} is missing");
+    }
+    assert_eq!(age_of(&reader, "ada").await, Some(33));
+}

@@ -17,6 +17,30 @@ use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
 /// How often a fold re-plans after another process folded the same generations first.
 const FOLD_ATTEMPTS: usize = 3;
 
+/// How often the cut claims a shard whose live writer took it back before the claim had
+/// flushed; the writer waits a moment before it does (the ingest path's claim grace).
+const DRAIN_ATTEMPTS: u32 = 5;
+
+/// Claim `shard` and flush its WAL tail into a generation. A live writer of another
+/// process that takes the shard back meanwhile has replayed the tail into its memtable,
+/// so the claim is made again (and replays it again) after a pause.
+async fn drain_claimed(
+    enrolled: &tributary_memwal_adapter::Enrolled,
+    shard: uuid::Uuid,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match drain_shard(enrolled, shard).await {
+            Err(error) if error.is_fenced() && attempt < DRAIN_ATTEMPTS => {
+                tracing::info!(%error, attempt, "a live writer took the claimed shard back; claiming again");
+                tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
+            }
+            result => return result.map_err(Error::from_memwal),
+        }
+    }
+}
+
 /// The last failed fold, for `ingest status` (a note, not graph state).
 const FOLD_ERROR_PATH: &str = "__status/fold_error.json";
 
@@ -271,9 +295,7 @@ impl Graph {
             };
             for tail in tails {
                 tracing::info!(table = path, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
-                drain_shard(&enrolled, tail.shard)
-                    .await
-                    .map_err(Error::from_memwal)?;
+                drain_claimed(&enrolled, tail.shard).await?;
             }
         }
         Ok(())

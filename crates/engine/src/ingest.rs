@@ -215,6 +215,9 @@ impl Ingestor<'_> {
     }
 }
 
+/// How long a send that met a fence waits before it reopens the shard.
+const CLAIM_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
 impl Ingestor<'_> {
     /// Put one type's rows on its warm writer. A fenced writer (another process claimed
     /// the shard, or the writer poisoned itself on a failed WAL write) leaves the warm set
@@ -229,6 +232,11 @@ impl Ingestor<'_> {
             Err(error) if error.is_fenced() => {
                 tracing::info!(%error, "writer fenced; reopening its shards");
                 self.graph.evict_writer(&writer);
+                // A fence by another process is nearly always a fold or a load bringing
+                // this shard's tail into a generation (open, replay, flush): give it that
+                // moment before taking the shard back, or the two take it from each other
+                // in turns and the claim never completes.
+                tokio::time::sleep(CLAIM_GRACE).await;
                 let writer = self
                     .graph
                     .table_writer(&batch.type_name, &self.branch)

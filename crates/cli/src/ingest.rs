@@ -315,7 +315,8 @@ impl LineSource {
 
 /// `ingest --server`: stream the lines to the server and print its acknowledgement records
 /// as they arrive (the same records an embedded run prints). The server folds in the
-/// background; `--no-fold` and `--batch-lines` are the server's to decide.
+/// background; `--no-fold` is the server's to decide, and `--batch-lines` bounds the lines
+/// of one chunk of the body.
 pub async fn run_remote(
     remote: &crate::remote::Remote,
     args: IngestRun,
@@ -325,13 +326,20 @@ pub async fn run_remote(
     use futures::StreamExt;
 
     let lines = spawn_reader(&args.file)?;
-    // A read error ends the body with an error: the server answers what it received and
-    // the run fails.
-    let body = futures::stream::unfold(lines, |mut lines| async move {
-        let chunk = match lines.next_line().await? {
-            Ok(mut line) => {
-                line.push(b'\n');
-                Ok(line)
+    // The server makes one send (one WAL append) of each chunk it receives: a chunk holds
+    // every line read by the time it goes out, up to `--batch-lines`, so a file streams
+    // in large sends and a slow producer's line still goes at once. A read error ends the
+    // body with an error: the server answers what it received and the run fails.
+    let max_lines = args.batch_lines.max(1);
+    let body = futures::stream::unfold(lines, move |mut lines| async move {
+        let chunk = match lines.next_batch(max_lines).await? {
+            Ok(batch) => {
+                let mut chunk = Vec::with_capacity(batch.iter().map(|l| l.len() + 1).sum());
+                for line in batch {
+                    chunk.extend_from_slice(&line);
+                    chunk.push(b'\n');
+                }
+                Ok(chunk)
             }
             Err(failure) => Err(std::io::Error::other(failure.message)),
         };

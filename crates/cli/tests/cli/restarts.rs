@@ -231,3 +231,24 @@ fn two_load_processes_at_once_cannot_share_a_unique_email() {
     assert!(stderr.contains("is not unique"), "{stderr}");
     assert_eq!(person_ids(&graph), ["ada"]);
 }
+
+#[test]
+fn a_remote_ingest_of_a_file_goes_in_large_sends() {
+    let (dir, graph) = empty_graph();
+    let served = serve(dir.path(), &[]);
+    let text: String = (0..2_000).map(|i| person(&format!("p{i}"), 30)).collect();
+    let file = write_file(dir.path(), "many.ndjson", text.as_bytes());
+    let out = remote(&served, &["ingest", "g", &file, "--format", "json"]);
+    let records: Vec<serde_json::Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &serde_json::Value| r.get("through_line").is_some())
+        .collect();
+    let last = records.last().expect("acknowledgements");
+    assert_eq!(last["through_line"], 2_000, "{last}");
+    // One acknowledgement per send; a send per line would make 2,000 of them.
+    assert!(records.len() < 100, "{} acknowledgements", records.len());
+    drop(served);
+    ok(&["ingest", "fold", &graph]);
+    assert_eq!(person_ids(&graph).len(), 2_000);
+}

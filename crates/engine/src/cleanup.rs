@@ -10,7 +10,7 @@ use snafu::ResultExt;
 use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage};
 use tributary_publisher::MANIFEST_PATH;
 
-use crate::error::{Error, InvalidRequestSnafu, LanceSnafu, Result, StorageSnafu};
+use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph, MAIN_BRANCH};
 
 /// Manifest versions younger than this (seconds) are never removed.
@@ -34,13 +34,8 @@ impl Graph {
     /// Reads at commits older than `older_than` may fail afterwards.
     pub async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
         let cutoff = Utc::now()
-            - chrono::Duration::from_std(older_than).map_err(|_| {
-                InvalidRequestSnafu {
-                    what: "retention",
-                    message: format!("{older_than:?} is too long"),
-                }
-                .build()
-            })?;
+            - chrono::Duration::from_std(older_than)
+                .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::Branch(MAIN_BRANCH.to_owned())).await?;
         let mut report = CleanupReport::default();
         let mut tables: Vec<String> = self.catalog.types.iter().map(|t| t.table_path()).collect();

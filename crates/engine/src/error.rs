@@ -106,8 +106,70 @@ pub enum Error {
         actual: &'static str,
     },
 
-    #[snafu(display("invalid {what}: {message}"))]
-    InvalidRequest { what: String, message: String },
+    /// Streaming ingest, folds and the background folder run on `main` only, for now.
+    #[snafu(display("{operation} runs on the `main` branch only (branches are not implemented yet), not `{branch}`"))]
+    MainBranchOnly {
+        operation: &'static str,
+        branch: String,
+    },
+
+    #[snafu(display("a load needs at least one row; the input holds none"))]
+    EmptyLoad,
+
+    #[snafu(display("{type_name} is not declared @stream; load it instead of ingesting it"))]
+    NotStreamed { type_name: String },
+
+    #[snafu(display("{type_name} has no column `{column}` (columns: {})", columns.join(", ")))]
+    UnknownColumn {
+        type_name: String,
+        column: String,
+        columns: Vec<String>,
+    },
+
+    #[snafu(display("edge {edge} goes {from} -> {to}, not {way} {node_type}"))]
+    NotAnEndpoint {
+        edge: String,
+        from: String,
+        to: String,
+        way: &'static str,
+        node_type: String,
+    },
+
+    #[snafu(display("search needs k of at least 1"))]
+    ZeroResults,
+
+    #[snafu(display(
+        "{type_name} has no full-text indexed field; declare one, e.g. `bio: String? @index(fts)`"
+    ))]
+    NoTextIndex { type_name: String },
+
+    #[snafu(display(
+        "{type_name} has no indexed vector field; declare one, e.g. `embedding: Vector(8)? @index`"
+    ))]
+    NoVectorIndex { type_name: String },
+
+    #[snafu(display("{type_name} has several indexed vector fields ({}); only one is supported", fields.join(", ")))]
+    SeveralVectorIndexes {
+        type_name: String,
+        fields: Vec<String>,
+    },
+
+    #[snafu(display(
+        "{type_name}.{field} is {declared}, the query vector has {dimension} dimensions"
+    ))]
+    WrongDimension {
+        type_name: String,
+        field: String,
+        declared: String,
+        dimension: usize,
+    },
+
+    #[snafu(display("a retention of {older_than:?} is too long"))]
+    RetentionTooLong { older_than: std::time::Duration },
+
+    /// A commit that does not pin a table of the schema: the commit chain is damaged.
+    #[snafu(display("commit {commit} does not pin table {table}"))]
+    TableNotPinned { commit: String, table: String },
 
     #[snafu(display("{source}"))]
     Publish { source: tributary_publisher::Error },
@@ -161,7 +223,18 @@ impl Error {
             Error::Schema { .. }
             | Error::InvalidData { .. }
             | Error::WrongKind { .. }
-            | Error::InvalidRequest { .. } => ErrorKind::InvalidInput,
+            | Error::MainBranchOnly { .. }
+            | Error::EmptyLoad
+            | Error::NotStreamed { .. }
+            | Error::UnknownColumn { .. }
+            | Error::NotAnEndpoint { .. }
+            | Error::ZeroResults
+            | Error::NoTextIndex { .. }
+            | Error::NoVectorIndex { .. }
+            | Error::SeveralVectorIndexes { .. }
+            | Error::WrongDimension { .. }
+            | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
+            Error::TableNotPinned { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,
             Error::Publish { source } => publish_kind(source),
             Error::Lance { source, .. } => lance_kind(source),

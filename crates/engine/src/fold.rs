@@ -192,11 +192,9 @@ impl Graph {
         claim: Claim,
     ) -> Result<FoldOutcome> {
         if branch != MAIN_BRANCH {
-            return Err(Error::InvalidRequest {
-                what: "branch".into(),
-                message: format!(
-                    "streaming ingest and folds run on `{MAIN_BRANCH}` only, not `{branch}`"
-                ),
+            return Err(Error::MainBranchOnly {
+                operation: "a fold",
+                branch: branch.to_owned(),
             });
         }
         self.recover_intents(Some(branch)).await?;
@@ -425,9 +423,9 @@ impl Graph {
     /// no strong reference: it ends when the graph is dropped, or at [`Graph::close`].
     pub async fn start_folder(self: &Arc<Self>, branch: &str) -> Result<()> {
         if branch != MAIN_BRANCH {
-            return Err(Error::InvalidRequest {
-                what: "branch".into(),
-                message: format!("the folder runs on `{MAIN_BRANCH}` only, not `{branch}`"),
+            return Err(Error::MainBranchOnly {
+                operation: "the background folder",
+                branch: branch.to_owned(),
             });
         }
         let mut folder = self.folding.folder.lock().await;

@@ -15,7 +15,7 @@ use tributary_publisher::{CommitRecord, ManifestCasPublisher, Publisher, SchemaR
 use tributary_storage::{GraphStore, OpCounter};
 
 use crate::error::{
-    InvalidRequestSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu,
+    LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu, TableNotPinnedSnafu,
     UnknownTypeSnafu, WrongKindSnafu,
 };
 
@@ -216,9 +216,9 @@ impl Graph {
             .tables
             .get(&path)
             .copied()
-            .context(InvalidRequestSnafu {
-                what: "snapshot",
-                message: format!("commit {} does not pin table {path}", snapshot.id),
+            .context(TableNotPinnedSnafu {
+                commit: snapshot.id.clone(),
+                table: path.clone(),
             })?;
         self.store
             .open_dataset(&path, Some(version))

@@ -62,9 +62,9 @@ impl Graph {
     /// Start streaming writes to `branch`.
     pub fn ingest(&self, branch: &str) -> Result<Ingestor<'_>> {
         if branch != MAIN_BRANCH {
-            return Err(Error::InvalidRequest {
-                what: "branch".into(),
-                message: format!("ingest supports the `{MAIN_BRANCH}` branch only (branches are not implemented yet), not `{branch}`"),
+            return Err(Error::MainBranchOnly {
+                operation: "streaming ingest",
+                branch: branch.to_owned(),
             });
         }
         Ok(Ingestor {
@@ -191,13 +191,8 @@ impl Ingestor<'_> {
                 .get(&b.type_name)
                 .is_some_and(|t| t.stream.is_none())
         }) {
-            return Err(Error::InvalidRequest {
-                what: "ingest".into(),
-                message: not_streamed(batch)
-                    .into_iter()
-                    .next()
-                    .map(|e| e.reason)
-                    .unwrap_or_default(),
+            return Err(Error::NotStreamed {
+                type_name: batch.type_name.clone(),
             });
         }
         let puts = batches

@@ -14,7 +14,7 @@ use tributary_fold::intent::{Intent, Owner, StagedTable};
 use tributary_fold::StagedWrite;
 use tributary_publisher::{CommitKind, CommitRecord};
 
-use crate::error::{Error, InvalidDataSnafu, InvalidRequestSnafu, LanceSnafu, Result};
+use crate::error::{EmptyLoadSnafu, Error, InvalidDataSnafu, LanceSnafu, Result};
 use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
 use crate::validate;
 
@@ -74,11 +74,7 @@ impl Graph {
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
         if batches.iter().all(|b| b.batch.num_rows() == 0) {
-            return InvalidRequestSnafu {
-                what: "load",
-                message: "the input holds no rows",
-            }
-            .fail();
+            return EmptyLoadSnafu.fail();
         }
         let turn = self.write_turn(&options.branch).await?;
         let loaded = self.load_in_turn(&turn, batches, options).await;

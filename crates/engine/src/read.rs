@@ -172,12 +172,12 @@ impl Graph {
             } else {
                 "to"
             };
-            return Err(Error::InvalidRequest {
-                what: "neighbors".into(),
-                message: format!(
-                    "edge {edge} goes {} -> {}, not {way} {node_type}",
-                    ends.from, ends.to
-                ),
+            return Err(Error::NotAnEndpoint {
+                edge: edge.to_owned(),
+                from: ends.from.clone(),
+                to: ends.to.clone(),
+                way,
+                node_type: node_type.to_owned(),
             });
         }
         let snapshot = self.snapshot(&view.at).await?;
@@ -230,10 +230,7 @@ impl Graph {
             },
         };
         if k == 0 {
-            return Err(Error::InvalidRequest {
-                what: "search".into(),
-                message: "k must be at least 1".into(),
-            });
+            return Err(Error::ZeroResults);
         }
         let snapshot = self.snapshot(&view.at).await?;
         let table = self.open_for_read(&snapshot, ty, &view).await?;
@@ -273,12 +270,8 @@ fn text_search_columns(ty: &TypeDef) -> Result<Vec<String>> {
         .map(|f| f.name.clone())
         .collect();
     if columns.is_empty() {
-        return Err(Error::InvalidRequest {
-            what: "text search".into(),
-            message: format!(
-                "{} has no full-text indexed field; declare one, e.g. `bio: String? @index(fts)`",
-                ty.name
-            ),
+        return Err(Error::NoTextIndex {
+            type_name: ty.name.clone(),
         });
     }
     Ok(columns)
@@ -294,33 +287,23 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
     let field = match fields.as_slice() {
         [one] => one,
         [] => {
-            return Err(Error::InvalidRequest {
-                what: "vector search".into(),
-                message: format!(
-                "{} has no indexed vector field; declare one, e.g. `embedding: Vector(8)? @index`",
-                ty.name
-            ),
+            return Err(Error::NoVectorIndex {
+                type_name: ty.name.clone(),
             })
         }
         _ => {
-            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-            return Err(Error::InvalidRequest {
-                what: "vector search".into(),
-                message: format!(
-                    "{} has several indexed vector fields ({}); only one is supported",
-                    ty.name,
-                    names.join(", ")
-                ),
+            return Err(Error::SeveralVectorIndexes {
+                type_name: ty.name.clone(),
+                fields: fields.iter().map(|f| f.name.clone()).collect(),
             });
         }
     };
     if field.ty != FieldType::Vector(dimension) {
-        return Err(Error::InvalidRequest {
-            what: "vector search".into(),
-            message: format!(
-                "{}.{} is {}, the query vector has {dimension} dimensions",
-                ty.name, field.name, field.ty
-            ),
+        return Err(Error::WrongDimension {
+            type_name: ty.name.clone(),
+            field: field.name.clone(),
+            declared: field.ty.to_string(),
+            dimension,
         });
     }
     Ok(&field.name)
@@ -329,14 +312,10 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
 fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
     let schema = ty.arrow_schema();
     if let Some(unknown) = columns.iter().find(|c| schema.field_with_name(c).is_err()) {
-        let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        return Err(Error::InvalidRequest {
-            what: "select".into(),
-            message: format!(
-                "{} has no column `{unknown}` (columns: {})",
-                ty.name,
-                known.join(", ")
-            ),
+        return Err(Error::UnknownColumn {
+            type_name: ty.name.clone(),
+            column: unknown.clone(),
+            columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
         });
     }
     Ok(())

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::channel::{mpsc, oneshot};
@@ -13,7 +13,7 @@ use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tributary::{ErrorKind, Graph, IngestAck, LineError, MAIN_BRANCH};
 
-use crate::auth::Scope;
+use crate::access::Writing;
 use crate::error::{ApiError, ErrorBody, LineRecord};
 use crate::lines::{LineSplitter, Piece};
 use crate::AppState;
@@ -62,12 +62,11 @@ const BACKPRESSURE_PATIENCE: Duration = Duration::from_secs(30);
 
 pub async fn ingest(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Writing { id, graph, .. }: Writing,
     Query(params): Query<IngestParams>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Write, Some(&id))?;
     let ndjson = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -79,7 +78,6 @@ pub async fn ingest(
             "ingest takes Content-Type: application/x-ndjson",
         ));
     }
-    let graph = state.graph(&id).await?;
     graph.ingest(&params.branch)?;
     state.ensure_folder(&id, &graph, &params.branch).await;
     let (records, stream) = mpsc::channel::<Bytes>(16);

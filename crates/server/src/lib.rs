@@ -2,6 +2,7 @@
 //! by its folder name. Endpoints are listed in [`ROUTES`] and documented in
 //! `openapi.json` (a test holds the two together).
 
+mod access;
 mod auth;
 mod error;
 mod ingest;

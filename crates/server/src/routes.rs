@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use tributary::{
-    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
-    View, MAIN_BRANCH,
+    At, Direction, ErrorKind, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
 };
 
+use crate::access::{main_branch, AtParams, BranchParams, Reading, Writing};
 use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::AppState;
@@ -23,41 +23,6 @@ use crate::AppState;
 /// Media type of an Arrow IPC stream: what the remote CLI asks for, so it prints exactly
 /// what an embedded read prints.
 pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
-
-fn main_branch() -> String {
-    MAIN_BRANCH.to_owned()
-}
-
-/// Where a read starts: `commit` wins over `branch`. (Each query struct spells these
-/// fields out: `serde(flatten)` would read `fresh=true` as a string, not a bool.)
-fn at_of(branch: &str, commit: &Option<String>) -> At {
-    match commit {
-        Some(commit) => At::Commit(commit.clone()),
-        None => At::Branch(branch.to_owned()),
-    }
-}
-
-#[derive(Debug, Deserialize)]
-pub struct AtParams {
-    #[serde(default = "main_branch")]
-    branch: String,
-    commit: Option<String>,
-    #[serde(default)]
-    fresh: bool,
-}
-
-impl AtParams {
-    fn at(&self) -> At {
-        at_of(&self.branch, &self.commit)
-    }
-
-    fn view(&self) -> View {
-        View {
-            at: self.at(),
-            fresh: self.fresh,
-        }
-    }
-}
 
 /// Rows as a JSON array of objects, or as an Arrow IPC stream when asked for.
 fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> {
@@ -151,12 +116,10 @@ pub struct LoadParams {
 
 pub async fn load(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Writing { graph, .. }: Writing,
     Query(params): Query<LoadParams>,
-    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Write, Some(&id))?;
     let limit = state.config.limits.max_body_bytes;
     let bytes = axum::body::to_bytes(body, limit)
         .await
@@ -170,7 +133,6 @@ pub async fn load(
             )))
         }
     };
-    let graph = state.graph(&id).await?;
     let options = LoadOptions {
         branch: params.branch,
         mode,
@@ -187,41 +149,34 @@ pub struct ReadParams {
     /// Comma-separated columns.
     select: Option<String>,
     limit: Option<usize>,
-    #[serde(default = "main_branch")]
-    branch: String,
-    commit: Option<String>,
-    #[serde(default)]
-    fresh: bool,
+    #[serde(flatten)]
+    at: AtParams,
 }
 
 pub async fn read(
-    State(state): State<Arc<AppState>>,
-    Path((id, type_name)): Path<(String, String)>,
+    Reading { graph, .. }: Reading,
+    Path((_, type_name)): Path<(String, String)>,
     Query(params): Query<ReadParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
     let options = ReadOptions {
-        at: at_of(&params.branch, &params.commit),
+        at: params.at.at(),
         filter: params.filter,
         select: params
             .select
             .map(|s| s.split(',').map(|c| c.trim().to_owned()).collect()),
         limit: params.limit,
-        fresh: params.fresh,
+        fresh: params.at.fresh,
     };
     rows(&headers, &graph.read(&type_name, &options).await?)
 }
 
 pub async fn get_one(
-    State(state): State<Arc<AppState>>,
-    Path((id, type_name, key)): Path<(String, String, String)>,
+    Reading { graph, .. }: Reading,
+    Path((_, type_name, key)): Path<(String, String, String)>,
     Query(params): Query<AtParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
     match graph.get(&type_name, &key, params.view()).await? {
         Some(batch) => rows(&headers, &batch),
         None => Err(ApiError::no_row(format!("{type_name} `{key}` not found"))),
@@ -233,20 +188,16 @@ pub struct NeighborParams {
     edge: String,
     /// `out` (default) or `in`.
     direction: Option<String>,
-    #[serde(default = "main_branch")]
-    branch: String,
-    commit: Option<String>,
-    #[serde(default)]
-    fresh: bool,
+    #[serde(flatten)]
+    at: AtParams,
 }
 
 pub async fn neighbors(
-    State(state): State<Arc<AppState>>,
-    Path((id, type_name, key)): Path<(String, String, String)>,
+    Reading { graph, .. }: Reading,
+    Path((_, type_name, key)): Path<(String, String, String)>,
     Query(params): Query<NeighborParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
     let direction = match params.direction.as_deref() {
         None | Some("out") => Direction::Out,
         Some("in") => Direction::In,
@@ -256,11 +207,7 @@ pub async fn neighbors(
             )))
         }
     };
-    let view = View {
-        at: at_of(&params.branch, &params.commit),
-        fresh: params.fresh,
-    };
-    let graph = state.graph(&id).await?;
+    let view = params.at.view();
     let batch = graph
         .neighbors(&type_name, &key, &params.edge, direction, view)
         .await?;
@@ -274,11 +221,8 @@ pub struct SearchParams {
     nearest: Option<String>,
     #[serde(default = "default_k")]
     k: usize,
-    #[serde(default = "main_branch")]
-    branch: String,
-    commit: Option<String>,
-    #[serde(default)]
-    fresh: bool,
+    #[serde(flatten)]
+    at: AtParams,
 }
 
 fn default_k() -> usize {
@@ -286,12 +230,11 @@ fn default_k() -> usize {
 }
 
 pub async fn search(
-    State(state): State<Arc<AppState>>,
-    Path((id, type_name)): Path<(String, String)>,
+    Reading { graph, .. }: Reading,
+    Path((_, type_name)): Path<(String, String)>,
     Query(params): Query<SearchParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
     let query = match (params.text, params.nearest) {
         (Some(text), None) => SearchQuery::Text(text),
         (None, Some(vector)) => {
@@ -305,11 +248,7 @@ pub async fn search(
             ))
         }
     };
-    let view = View {
-        at: at_of(&params.branch, &params.commit),
-        fresh: params.fresh,
-    };
-    let graph = state.graph(&id).await?;
+    let view = params.at.view();
     let batch = graph.search(&type_name, &query, params.k, view).await?;
     rows(&headers, &batch)
 }
@@ -327,23 +266,13 @@ fn default_commits() -> usize {
 }
 
 pub async fn commits(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Reading { graph, .. }: Reading,
     Query(params): Query<CommitsParams>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
     Ok(Json(graph.log(&params.branch, params.limit).await?).into_response())
 }
 
-pub async fn schema(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
+pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
     let source = graph.schema_source().to_owned();
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
@@ -352,33 +281,18 @@ pub async fn schema(
         .into_response())
 }
 
-#[derive(Debug, Deserialize)]
-pub struct BranchParams {
-    #[serde(default = "main_branch")]
-    branch: String,
-    #[serde(default)]
-    halt: bool,
-}
-
 pub async fn status(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Reading { graph, .. }: Reading,
     Query(params): Query<BranchParams>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
     Ok(Json(graph.ingest_status(&params.branch).await?).into_response())
 }
 
 pub async fn fold(
     State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Writing { graph, .. }: Writing,
     Query(params): Query<BranchParams>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Write, Some(&id))?;
-    let graph: Arc<Graph> = state.graph(&id).await?;
     let started = Instant::now();
     let outcome = to_the_end(async move {
         if params.halt {
@@ -395,13 +309,10 @@ pub async fn fold(
 }
 
 pub async fn rejects(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Reading { graph, .. }: Reading,
     Query(params): Query<AtParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, Some(&id))?;
-    let graph = state.graph(&id).await?;
     rows(&headers, &graph.rejects(&params.at()).await?)
 }
 
@@ -417,13 +328,9 @@ fn week() -> u64 {
 }
 
 pub async fn cleanup(
-    State(state): State<Arc<AppState>>,
-    Path(id): Path<String>,
+    Writing { graph, .. }: Writing,
     Query(params): Query<CleanupParams>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Write, Some(&id))?;
-    let graph = state.graph(&id).await?;
     let report = graph
         .cleanup(Duration::from_secs(params.older_than_s))
         .await?;

@@ -145,6 +145,15 @@ async fn a_fold_and_a_load_at_once_cannot_share_a_unique_value() {
     assert_eq!(sorted_strings(&people, "id"), ["cy"]);
 }
 
+/// A load of one line, in a task of its own.
+fn spawn_load(
+    graph: &Arc<Graph>,
+    line: String,
+) -> tokio::task::JoinHandle<tributary::Result<tributary::LoadOutcome>> {
+    let graph = graph.clone();
+    tokio::spawn(async move { graph.load(&ndjson(&[line]), &LoadOptions::default()).await })
+}
+
 /// Write a lease object as another holder would have left it.
 fn plant_lease(uri: &str, holder: serde_json::Value, age: Duration) -> std::path::PathBuf {
     let dir = std::path::Path::new(uri).join("__leases").join("main");
@@ -203,14 +212,7 @@ async fn a_lease_of_another_machine_holds_until_its_heartbeat_is_old() {
     let (_dir, uri, graph) = temp_graph().await;
     let graph = Arc::new(graph);
     let lease = plant_lease(&uri, held_by("another-machine", 1, None), Duration::ZERO);
-    let load = tokio::spawn({
-        let graph = graph.clone();
-        async move {
-            graph
-                .load(&ndjson(&[company("acme")]), &LoadOptions::default())
-                .await
-        }
-    });
+    let load = spawn_load(&graph, company("acme"));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!load.is_finished(), "a live foreign holder was overtaken");
     let companies = graph
@@ -273,14 +275,7 @@ async fn a_write_whose_lease_was_taken_over_commits_nothing() {
     // The load stalls after staging, holding lease 0; meanwhile a process elsewhere judges
     // it gone and takes lease 1.
     fail::cfg("load::before-table-commits", "1*sleep(1500)").unwrap();
-    let load = tokio::spawn({
-        let graph = graph.clone();
-        async move {
-            graph
-                .load(&ndjson(&[company("acme")]), &LoadOptions::default())
-                .await
-        }
-    });
+    let load = spawn_load(&graph, company("acme"));
     let dir = std::path::Path::new(&uri).join("__leases").join("main");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !dir.join(format!("{:020}.json", 0)).exists() {

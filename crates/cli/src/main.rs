@@ -273,6 +273,7 @@ fn main() -> ExitCode {
     // Crash tests stop this process at a named window (`FAILPOINTS=point=action`); inert
     // unless the engine is built with its `failpoints` feature.
     let _failpoints = fail::FailScenario::setup();
+    log_to_stderr();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -504,6 +505,25 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             result.map_err(|e| Failure::io(e.to_string()))
         }
     }
+}
+
+/// Warnings of the engine (a wait for another process's write lease, a write resolved
+/// after a failure) go to stderr; `TRIBUTARY_LOG=info` or `debug` shows more.
+fn log_to_stderr() {
+    let level = match std::env::var("TRIBUTARY_LOG").as_deref() {
+        Ok("error") => tracing::Level::ERROR,
+        Ok("info") => tracing::Level::INFO,
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("trace") => tracing::Level::TRACE,
+        _ => tracing::Level::WARN,
+    };
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .without_time()
+        .with_ansi(false)
+        .init();
 }
 
 /// A duration such as `7d`, `12h`, `30m`, `90s` or `0s`.

@@ -130,7 +130,10 @@ impl BranchLease {
                     }
                     Holder::Live(owner) => {
                         if !reported && started.elapsed() >= REPORT_AFTER {
-                            tracing::info!(branch, host = %owner.host, pid = owner.pid, "waiting for the branch's write lease");
+                            tracing::warn!(
+                                "waiting for the write lease of branch `{branch}`: a load, fold or recovery of process {} on {} holds it",
+                                owner.pid, owner.host
+                            );
                             reported = true;
                         }
                         tokio::time::sleep(wait).await;

@@ -252,3 +252,37 @@ fn a_remote_ingest_of_a_file_goes_in_large_sends() {
     ok(&["ingest", "fold", &graph]);
     assert_eq!(person_ids(&graph).len(), 2_000);
 }
+
+#[test]
+fn a_load_waiting_for_another_process_s_lease_says_so() {
+    let (dir, graph) = empty_graph();
+    // A holder on another machine, heartbeat fresh: the load must wait for it.
+    let leases = std::path::Path::new(&graph).join("__leases").join("main");
+    std::fs::create_dir_all(&leases).unwrap();
+    let lease = leases.join(format!("{:020}.json", 0));
+    let holder = r#"{"state":"held","branch":"main","owner":{"host":"another-machine","pid":7}}"#;
+    std::fs::write(&lease, holder).unwrap();
+    let file = write_file(dir.path(), "ada.ndjson", person("ada", 30).as_bytes());
+    let mut load = bin()
+        .args(["load", &graph, &file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(load.stderr.take().unwrap());
+    let mut said = String::new();
+    stderr.read_line(&mut said).unwrap();
+    assert!(
+        said.contains("waiting for the write lease of branch `main`")
+            && said.contains("process 7 on another-machine"),
+        "{said}"
+    );
+    assert!(load.try_wait().unwrap().is_none(), "the load did not wait");
+    // The holder's heartbeat grows old: the load takes the lease over and commits.
+    let file = std::fs::File::options().write(true).open(&lease).unwrap();
+    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(120))
+        .unwrap();
+    let status = wait_exit(&mut load);
+    assert!(status.success(), "{status}");
+    assert_eq!(person_ids(&graph), ["ada"]);
+}

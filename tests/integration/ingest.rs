@@ -108,7 +108,8 @@ async fn rejected_lines_write_nothing_durable() {
         IngestAck {
             durable_rows: 0,
             rejected: ack.rejected.clone(),
-            through_line: 3
+            through_line: 3,
+            stopped_at: None,
         }
     );
     assert_eq!(ack.rejected.len(), 2);
@@ -306,7 +307,7 @@ fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch 
     let lines: Vec<String> = (0..rows)
         .map(|r| person(&format!("{prefix}-{r}"), 1))
         .collect();
-    let decoded = ingest_core::decode_str(graph.catalog(), &ndjson(&lines));
+    let decoded = tributary_schema::decode_str(graph.catalog(), &ndjson(&lines));
     decoded.batches[0].batch.clone()
 }
 

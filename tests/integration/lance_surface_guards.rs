@@ -303,8 +303,8 @@ async fn fenced_pair() -> FencedPair {
     let config = ShardWriterConfig::new(shard).with_max_wal_buffer_size(1);
     let first = dataset.mem_wal_writer(shard, config.clone()).await.unwrap();
     let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
-    let catalog = ingest_core::Catalog::parse(tributary_tests::SCHEMA).unwrap();
-    let decoded = ingest_core::decode_str(&catalog, &tributary_tests::person("ada", 1));
+    let catalog = tributary_schema::Catalog::parse(tributary_tests::SCHEMA).unwrap();
+    let decoded = tributary_schema::decode_str(&catalog, &tributary_tests::person("ada", 1));
     let batch = RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec()).unwrap();
     first.put(vec![batch.clone()]).await.unwrap();
     let reopened = store
@@ -444,7 +444,7 @@ async fn the_compaction_marker_rides_a_staged_merge_and_is_refused_twice() {
         .unwrap();
     let shard = dataset.list_mem_wal_latest_shard_ids().await.unwrap()[0];
     let marker = vec![CompactedSsTable::new(shard, 1)];
-    let rows = ingest_core::decode_str(graph.catalog(), &line).batches[0]
+    let rows = tributary_schema::decode_str(graph.catalog(), &line).batches[0]
         .batch
         .clone();
     let stage = |base: &Dataset| {

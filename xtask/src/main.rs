@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's set-up commands. No Lance dependency, so it builds in seconds.
 //!
 //! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, log);
-//! - `test`  fmt check, clippy `-D warnings`, then the test suite (nextest when installed);
+//! - `lint`  fmt check and clippy `-D warnings` only (the quick loop while editing);
+//! - `test`  `lint`, then the test suite (nextest when installed);
 //! - `bench` the decode benchmark and the scenario benchmarks, in release;
 //! - `ci`    what CI runs: `test`.
 //!
@@ -16,12 +17,14 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(),
+        Some("lint") => lint(),
         Some("test") | Some("ci") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("gen-example") => example::write(&root().join("examples")),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|test|bench|ci>\n\n  demo   build the CLI and run it on examples/\n  \
+                "usage: cargo xtask <demo|lint|test|bench|ci>\n\n  demo   build the CLI and run it on examples/\n  \
+                 lint   fmt check and clippy -D warnings (no tests)\n  \
                  test   fmt check, clippy -D warnings, the whole test suite (extra args go to the test runner)\n  \
                  bench  benchmarks in release, JSON lines on stdout\n  ci     same as test"
             );
@@ -71,7 +74,7 @@ fn cargo_with(args: &[&str]) -> Result<Command> {
     Ok(command)
 }
 
-fn test(extra: &[String]) -> Result {
+fn lint() -> Result {
     run(cargo_with(&["fmt", "--all", "--check"])?)?;
     run(cargo_with(&[
         "clippy",
@@ -82,7 +85,11 @@ fn test(extra: &[String]) -> Result {
         "--",
         "-D",
         "warnings",
-    ])?)?;
+    ])?)
+}
+
+fn test(extra: &[String]) -> Result {
+    lint()?;
     let nextest = Command::new("cargo-nextest")
         .arg("--version")
         .output()
@@ -134,7 +141,7 @@ fn bench(extra: &[String]) -> Result {
     run(cargo_with(&[
         "bench",
         "-p",
-        "ingest-core",
+        "tributary-schema",
         "--bench",
         "decode",
     ])?)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tributary::{Graph, IngestAck};
+use tributary::{Graph, IngestAck, IngestOptions, StreamLine};
 
 use crate::output::Format;
 use crate::Failure;
@@ -100,7 +100,10 @@ async fn stream(
     out: &mut dyn Write,
     stop_requested: impl std::future::Future<Output = ()>,
 ) -> Result<(Totals, Option<Stop>, f64, Option<String>), Failure> {
-    let ingestor = graph.ingest(&args.branch)?;
+    let ingestor = graph.ingestor(&IngestOptions {
+        branch: args.branch.clone(),
+        strict: args.strict,
+    })?;
     if args.fold {
         graph.start_folder(&args.branch).await?;
     }
@@ -128,28 +131,13 @@ async fn stream(
         let batch = batch?;
         let first_line = next_line;
         next_line += batch.len() as u64;
-        let (text, unreadable) = batch_text(first_line, &batch);
-        if args.strict {
-            let mut invalid = ingestor.check(first_line, &text);
-            invalid.extend(unreadable.iter().cloned());
-            if let Some(bad) = invalid.into_iter().min_by_key(|e| e.line) {
-                // Acknowledge only what precedes the first invalid line.
-                let keep = (bad.line - first_line) as usize;
-                let (text, _) = batch_text(first_line, &batch[..keep]);
-                let mut ack = ingestor.send(first_line, &text).await?;
-                ack.rejected = vec![bad.clone()];
-                ack.through_line = bad.line;
-                report(out, format, &mut totals, &ack)?;
-                stop = Some(Stop::Strict(bad));
-                break;
-            }
-        }
-        let mut ack = ingestor.send(first_line, &text).await?;
-        if !unreadable.is_empty() {
-            ack.rejected.extend(unreadable);
-            ack.rejected.sort_by_key(|e| e.line);
-        }
+        let received = stream_lines(&batch);
+        let ack = ingestor.send_lines(first_line, &received).await?;
         report(out, format, &mut totals, &ack)?;
+        if let Some(bad) = ack.stopped_at {
+            stop = Some(Stop::Strict(bad));
+            break;
+        }
         if progress && last_progress.elapsed() > Duration::from_millis(200) {
             let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
             eprint!(
@@ -180,25 +168,16 @@ async fn stream(
     Ok((totals, stop, seconds, fold_commit))
 }
 
-/// The NDJSON text of `batch` (whose first line is `first_line`) and its lines that are
-/// not UTF-8, as rejections: they stay in the text as empty lines, so numbering holds.
-fn batch_text(first_line: u64, batch: &[Vec<u8>]) -> (String, Vec<tributary::LineError>) {
-    let mut text = String::new();
-    let mut unreadable = Vec::new();
-    for (offset, line) in batch.iter().enumerate() {
-        if offset > 0 {
-            text.push('\n');
-        }
-        match std::str::from_utf8(line) {
-            Ok(line) => text.push_str(line),
-            Err(_) => unreadable.push(tributary::LineError {
-                line: first_line + offset as u64,
-                field: None,
-                reason: "the line is not UTF-8".to_owned(),
-            }),
-        }
-    }
-    (text, unreadable)
+/// The lines of `batch` as the ingestor takes them: one that is not UTF-8 is rejected on
+/// its own.
+fn stream_lines(batch: &[Vec<u8>]) -> Vec<StreamLine<'_>> {
+    batch
+        .iter()
+        .map(|line| match std::str::from_utf8(line) {
+            Ok(text) => StreamLine::Text(text),
+            Err(_) => StreamLine::Unreadable("the line is not UTF-8"),
+        })
+        .collect()
 }
 
 fn report(
@@ -353,7 +332,7 @@ pub async fn run_remote(
         ])
         .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
         .body(reqwest::Body::wrap_stream(body));
-    let response = remote.send(request).await?;
+    let response = remote.send_http(request).await?;
     let io = |e: std::io::Error| Failure::io(e.to_string());
     let mut stream = response.bytes_stream();
     let mut buffer = Vec::new();

@@ -39,7 +39,7 @@ impl Graph {
         let head = self.snapshot(&At::Branch(MAIN_BRANCH.to_owned())).await?;
         let mut report = CleanupReport::default();
         let mut tables: Vec<String> = self.catalog.types.iter().map(|t| t.table_path()).collect();
-        tables.push(tributary_fold::REJECTS_PATH.to_owned());
+        tables.push(tributary_write::REJECTS_PATH.to_owned());
         for path in tables {
             let Some(&pinned) = head.tables.get(&path) else {
                 continue;

@@ -1,5 +1,5 @@
-use ingest_core::LineError;
 use snafu::Snafu;
+use tributary_schema::LineError;
 use tributary_storage::lance_text::user_message;
 
 /// What a caller can do about an error: the small public classification every error maps
@@ -91,7 +91,9 @@ impl std::fmt::Display for ErrorKind {
 #[snafu(visibility(pub(crate)))]
 pub enum Error {
     #[snafu(display("schema error: {source}"))]
-    Schema { source: ingest_core::SchemaError },
+    Schema {
+        source: tributary_schema::SchemaError,
+    },
 
     #[snafu(display("{}", describe_lines(errors)))]
     InvalidData { errors: Vec<LineError> },
@@ -167,9 +169,12 @@ pub enum Error {
     #[snafu(display("a retention of {older_than:?} is too long"))]
     RetentionTooLong { older_than: std::time::Duration },
 
-    /// A commit that does not pin a table of the schema: the commit chain is damaged.
-    #[snafu(display("commit {commit} does not pin table {table}"))]
-    TableNotPinned { commit: String, table: String },
+    /// Arrow refused to build rows the engine made itself: a bug.
+    #[snafu(display("{action}: {source}"))]
+    Arrow {
+        action: &'static str,
+        source: arrow_schema::ArrowError,
+    },
 
     #[snafu(display("{source}"))]
     Publish { source: tributary_publisher::Error },
@@ -190,7 +195,7 @@ pub enum Error {
     },
 
     #[snafu(display("{source}"))]
-    Fold { source: tributary_fold::Error },
+    Fold { source: tributary_write::Error },
 
     #[snafu(display("{source}"))]
     Read { source: tributary_fresh_read::Error },
@@ -234,13 +239,13 @@ impl Error {
             | Error::SeveralVectorIndexes { .. }
             | Error::WrongDimension { .. }
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
-            Error::TableNotPinned { .. } => ErrorKind::Internal,
+            Error::Arrow { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,
             Error::Publish { source } => publish_kind(source),
             Error::Lance { source, .. } => lance_kind(source),
             Error::MemWal { source } => memwal_kind(source),
             Error::Fold { source } => {
-                use tributary_fold::Error as F;
+                use tributary_write::Error as F;
                 match source {
                     F::Publish { source } => publish_kind(source),
                     F::Lance { source, .. } => lance_kind(source),
@@ -250,7 +255,8 @@ impl Error {
                     F::Storage { .. }
                     | F::Recovery { .. }
                     | F::Injected { .. }
-                    | F::Invalid { .. } => ErrorKind::Internal,
+                    | F::Arrow { .. }
+                    | F::UnknownEndpointType { .. } => ErrorKind::Internal,
                 }
             }
             Error::Storage { .. } => ErrorKind::Internal,
@@ -294,8 +300,8 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<tributary_fold::Error> for Error {
-    fn from(source: tributary_fold::Error) -> Self {
+impl From<tributary_write::Error> for Error {
+    fn from(source: tributary_write::Error) -> Self {
         Error::Fold { source }
     }
 }

@@ -1,18 +1,19 @@
 //! Folding, from the engine: the cut over this process's writers, the fold itself (in
-//! `tributary_fold`), the background folder and its triggers, and the dead letters.
+//! `tributary_write`), the background folder, and the dead letters.
 
-use std::sync::{Arc, Mutex as SyncMutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use arrow_array::RecordBatch;
-use ingest_core::TypeBatch;
 use snafu::ResultExt;
-use tokio::sync::{watch, Mutex};
-use tributary_fold::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
+use tokio::sync::watch;
 use tributary_memwal_adapter::{drain_shard, enrollment, table_state, wal_tails, TailDepth};
+use tributary_schema::TypeBatch;
+use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
 use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
+use crate::streaming::Folder;
 
 /// How often a fold re-plans after another process folded the same generations first.
 const FOLD_ATTEMPTS: usize = 3;
@@ -51,48 +52,6 @@ fn now_micros() -> i64 {
         .unwrap_or_default()
 }
 
-/// When the background folder folds: whichever threshold is reached first.
-#[derive(Debug, Clone)]
-pub struct FoldTriggers {
-    /// Flushed, unfolded generations over all enrolled tables.
-    pub pending_generations: usize,
-    /// Bytes in unfolded generations plus this process's unflushed memtables.
-    pub pending_bytes: u64,
-    /// The longest an acknowledged row waits before a fold makes it visible.
-    pub max_lag: Duration,
-    /// How often the folder looks.
-    pub poll: Duration,
-    /// A shard whose WAL holds rows no generation does, with no writer in this process and
-    /// no append for this long, is taken to have lost its writer (a process that stopped
-    /// or crashed): the background folder claims it, which flushes the rows, and folds
-    /// them. Explicit folds (and the fold before a load) claim such shards at once. Keep
-    /// it well above `max_lag`: a live process that folds flushes its own tail sooner, so
-    /// its shards are never claimed from under it.
-    pub stranded_after: Duration,
-}
-
-impl Default for FoldTriggers {
-    fn default() -> Self {
-        FoldTriggers {
-            pending_generations: 8,
-            pending_bytes: 64 * 1024 * 1024,
-            max_lag: Duration::from_secs(1),
-            poll: Duration::from_millis(250),
-            stranded_after: Duration::from_secs(10),
-        }
-    }
-}
-
-/// The fold bookkeeping of an open graph.
-#[derive(Default)]
-pub(crate) struct FoldState {
-    /// When this process acknowledged its oldest write that no fold has cut yet.
-    oldest_unfolded: SyncMutex<Option<Instant>>,
-    /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
-    last_error: SyncMutex<Option<Option<String>>>,
-    folder: Mutex<Option<Folder>>,
-}
-
 /// Which WAL tails of shards this process does not write a fold claims (see
 /// [`FoldTriggers::stranded_after`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,48 +60,6 @@ pub(crate) enum Claim {
     All,
     /// Tails with no append for this long.
     IdleFor(Duration),
-}
-
-struct Folder {
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl FoldState {
-    /// Note an acknowledged write (starts the max-lag clock if it is not running).
-    pub(crate) fn acknowledged(&self) {
-        let mut oldest = self
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        oldest.get_or_insert_with(Instant::now);
-    }
-
-    fn take_oldest(&self) -> Option<Instant> {
-        self.oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-    }
-
-    fn restore_oldest(&self, at: Option<Instant>) {
-        let mut oldest = self
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        *oldest = match (*oldest, at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-
-    /// Remember `error`; true when it differs from what was remembered.
-    fn set_error(&self, error: Option<String>) -> bool {
-        let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
-        let changed = last.as_ref() != Some(&error);
-        *last = Some(error);
-        changed
-    }
 }
 
 impl Graph {
@@ -160,7 +77,7 @@ impl Graph {
     pub async fn fold_with_policy(
         &self,
         branch: &str,
-        policy: tributary_fold::RejectPolicy,
+        policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
         self.fold_claiming(branch, policy, Claim::All).await
     }
@@ -168,7 +85,7 @@ impl Graph {
     async fn fold_claiming(
         &self,
         branch: &str,
-        policy: tributary_fold::RejectPolicy,
+        policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
         let turn = self.write_turn(branch).await?;
@@ -188,7 +105,7 @@ impl Graph {
         &self,
         turn: &WriteTurn,
         branch: &str,
-        policy: tributary_fold::RejectPolicy,
+        policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
         if branch != MAIN_BRANCH {
@@ -198,7 +115,7 @@ impl Graph {
             });
         }
         self.recover_intents(Some(branch)).await?;
-        let oldest = self.folding.take_oldest();
+        let oldest = self.streaming.take_oldest();
         let result: Result<FoldOutcome> = async {
             self.cut(branch, claim).await?;
             let mut total = FoldOutcome::default();
@@ -219,7 +136,7 @@ impl Graph {
                 }
             }
             Err(error) => {
-                self.folding.restore_oldest(oldest);
+                self.streaming.restore_oldest(oldest);
                 self.record_fold_error(Some(error.to_string())).await;
             }
         }
@@ -232,9 +149,9 @@ impl Graph {
         &self,
         turn: &WriteTurn,
         branch: &str,
-        policy: tributary_fold::RejectPolicy,
+        policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
-        let settings = tributary_fold::FoldSettings {
+        let settings = tributary_write::FoldSettings {
             policy,
             ..self.settings.fold.clone()
         };
@@ -258,13 +175,13 @@ impl Graph {
     async fn cut(&self, branch: &str, claim: Claim) -> Result<()> {
         // No writer of this process opens during the cut: an open replays a tail, and a
         // writer opened after the freeze below would keep it out of the fold.
-        let _opening = self.writers.opening.lock().await;
-        for writer in self.warm_writers(branch) {
+        let _opening = self.streaming.opening.lock().await;
+        for writer in self.streaming.writers_of(branch) {
             match writer.freeze().await {
                 Ok(()) => {}
                 Err(error) if error.is_fenced() => {
                     tracing::info!(%error, "a writer of this process was fenced; dropping it");
-                    self.evict_writer(&writer);
+                    self.streaming.evict(&writer);
                 }
                 Err(error) => return Err(Error::from_memwal(error)),
             }
@@ -275,7 +192,7 @@ impl Graph {
         };
         for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            if self.warm_writer(&path, branch).is_some() {
+            if self.streaming.writer(&path, branch).is_some() {
                 continue;
             }
             let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
@@ -323,7 +240,7 @@ impl Graph {
     /// Keep the last fold's failure where `ingest status` of any process finds it (a
     /// halted fold stays halted until the offending rows are dealt with).
     async fn record_fold_error(&self, error: Option<String>) {
-        if !self.folding.set_error(error.clone()) {
+        if !self.streaming.set_fold_error(error.clone()) {
             return;
         }
         let written = match error {
@@ -361,11 +278,7 @@ impl Graph {
     /// Whether a trigger of the graph's [`FoldTriggers`] says fold now.
     pub async fn fold_due(&self, branch: &str) -> Result<bool> {
         let triggers = &self.settings.triggers;
-        let oldest = *self
-            .folding
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let oldest = self.streaming.oldest_unfolded();
         if oldest.is_some_and(|at| at.elapsed() >= triggers.max_lag) {
             return Ok(true);
         }
@@ -374,7 +287,7 @@ impl Graph {
         let mut oldest_flush: Option<SystemTime> = None;
         for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            if let Some(writer) = self.warm_writer(&path, branch) {
+            if let Some(writer) = self.streaming.writer(&path, branch) {
                 bytes += writer.unflushed_bytes() as u64;
             }
             let Some(state) = table_state(&self.store, &path)
@@ -406,7 +319,7 @@ impl Graph {
         let idle_for = Some(self.settings.triggers.stranded_after);
         for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            if self.warm_writer(&path, branch).is_some() {
+            if self.streaming.writer(&path, branch).is_some() {
                 continue;
             }
             let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
@@ -428,7 +341,7 @@ impl Graph {
                 branch: branch.to_owned(),
             });
         }
-        let mut folder = self.folding.folder.lock().await;
+        let mut folder = self.streaming.folder.lock().await;
         if folder.is_some() {
             return Ok(());
         }
@@ -470,7 +383,7 @@ impl Graph {
 
     /// Stop the background folder, letting a fold in progress finish.
     pub async fn stop_folder(&self) {
-        let folder = self.folding.folder.lock().await.take();
+        let folder = self.streaming.folder.lock().await.take();
         if let Some(folder) = folder {
             let _ = folder.stop.send(true);
             if let Err(error) = folder.task.await {
@@ -481,7 +394,7 @@ impl Graph {
 
     /// Whether a background folder is running.
     pub async fn folder_running(&self) -> bool {
-        self.folding
+        self.streaming
             .folder
             .lock()
             .await

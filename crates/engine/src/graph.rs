@@ -4,20 +4,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow_schema::{Field, Schema, SchemaRef};
-use ingest_core::{Catalog, TypeDef, TypeKind};
 use lance::dataset::WriteMode;
 use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
 use tokio::sync::{Mutex, OwnedMutexGuard};
-use tributary_fold::BranchLease;
 use tributary_publisher::{CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord};
+use tributary_schema::{Catalog, TypeDef, TypeKind};
 use tributary_storage::{GraphStore, OpCounter};
+use tributary_write::BranchLease;
 
 use crate::error::{
-    LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu, TableNotPinnedSnafu,
-    UnknownTypeSnafu, WrongKindSnafu,
+    LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu, UnknownTypeSnafu, WrongKindSnafu,
 };
+use crate::streaming::{FoldTriggers, Streaming};
 
 pub const MAIN_BRANCH: &str = "main";
 const INIT_ACTOR: &str = "tributary:init";
@@ -46,8 +46,7 @@ pub struct Graph {
     /// time, and each, once at the front, takes the branch's lease across processes.
     write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
     pub(crate) settings: GraphSettings,
-    pub(crate) writers: crate::ingest::Writers,
-    pub(crate) folding: crate::fold::FoldState,
+    pub(crate) streaming: Streaming,
 }
 
 /// Tunables of an open graph. The writer settings are recorded in each table's MemWAL
@@ -56,11 +55,11 @@ pub struct Graph {
 pub struct GraphSettings {
     pub writer: tributary_memwal_adapter::WriterSettings,
     /// How folds treat rows that fail fold-time validation, and their chunk size.
-    pub fold: tributary_fold::FoldSettings,
+    pub fold: tributary_write::FoldSettings,
     /// When the background folder (see [`Graph::start_folder`]) folds.
-    pub triggers: crate::fold::FoldTriggers,
+    pub triggers: FoldTriggers,
     /// When tables get their derived indexes (`id`, `src`/`dst`, every `@index`).
-    pub indexes: tributary_fold::IndexSettings,
+    pub indexes: tributary_write::IndexSettings,
 }
 
 impl std::fmt::Debug for Graph {
@@ -116,8 +115,7 @@ impl Graph {
             publisher,
             write_queues: Mutex::new(HashMap::new()),
             settings,
-            writers: Default::default(),
-            folding: Default::default(),
+            streaming: Streaming::default(),
         }
     }
 
@@ -135,8 +133,8 @@ impl Graph {
     }
 
     /// Where this graph's writes commit, for the shared commit protocol.
-    pub(crate) fn target(&self) -> tributary_fold::GraphTarget<'_> {
-        tributary_fold::GraphTarget {
+    pub(crate) fn target(&self) -> tributary_write::GraphTarget<'_> {
+        tributary_write::GraphTarget {
             store: &self.store,
             publisher: &self.publisher,
             catalog: &self.catalog,
@@ -147,8 +145,8 @@ impl Graph {
 
     /// [`Graph::target`] for a write in `turn`: it confirms the turn's lease before its
     /// first table commit.
-    pub(crate) fn target_in<'a>(&'a self, turn: &'a WriteTurn) -> tributary_fold::GraphTarget<'a> {
-        tributary_fold::GraphTarget {
+    pub(crate) fn target_in<'a>(&'a self, turn: &'a WriteTurn) -> tributary_write::GraphTarget<'a> {
+        tributary_write::GraphTarget {
             lease: Some(&turn.lease),
             ..self.target()
         }
@@ -211,23 +209,14 @@ impl Graph {
         snapshot: &CommitRecord,
         ty: &TypeDef,
     ) -> Result<Dataset> {
-        let path = ty.table_path();
-        let version = snapshot
-            .tables
-            .get(&path)
-            .copied()
-            .context(TableNotPinnedSnafu {
-                commit: snapshot.id.clone(),
-                table: path.clone(),
-            })?;
-        self.store
-            .open_dataset(&path, Some(version))
+        snapshot
+            .open_table(&self.store, &ty.table_path())
             .await
-            .context(StorageSnafu)
+            .context(PublishSnafu)
     }
 
     /// The turn to write `branch`: its queue in this process, then its lease across
-    /// processes (see [`tributary_fold::lease`]). Hold it from before the write reads the
+    /// processes (see [`tributary_write::lease`]). Hold it from before the write reads the
     /// head until after it publishes, and [`WriteTurn::end`] it.
     pub(crate) async fn write_turn(&self, branch: &str) -> Result<WriteTurn> {
         let queue = {

@@ -4,13 +4,12 @@
 //! Nothing here is graph-visible: a later fold publishes the rows. An acknowledgement only
 //! promises durability.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::future::try_join_all;
-use ingest_core::{Decoder, LineError, TypeBatch};
 use lance::index::DatasetIndexExt;
 use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
+use tributary_schema::{Decoder, LineError, TypeBatch};
 
 use crate::error::{Error, Result};
 use crate::graph::{Graph, MAIN_BRANCH};
@@ -24,6 +23,34 @@ pub struct IngestAck {
     pub rejected: Vec<LineError>,
     /// Every line up to and including this one is durable or rejected.
     pub through_line: u64,
+    /// A strict stream stopped at this invalid line: nothing at or after it was written.
+    pub stopped_at: Option<LineError>,
+}
+
+/// How a stream is ingested.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestOptions {
+    pub branch: String,
+    /// Stop at the first invalid line (acknowledging only the lines before it) instead of
+    /// rejecting invalid lines one by one and going on.
+    pub strict: bool,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            branch: MAIN_BRANCH.to_owned(),
+            strict: false,
+        }
+    }
+}
+
+/// One line of a stream as its reader got it: its text, or why it could not be read (not
+/// UTF-8, over a length limit). An unreadable line is rejected with that reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamLine<'a> {
+    Text(&'a str),
+    Unreadable(&'a str),
 }
 
 /// A handle for streaming writes to one branch. Cheap; sends may run concurrently (Lance
@@ -31,45 +58,30 @@ pub struct IngestAck {
 pub struct Ingestor<'g> {
     graph: &'g Graph,
     branch: String,
-}
-
-/// The warm writers of a graph, per (table, branch). Every send looks its writer up, so the
-/// lookup is a plain read lock that never waits on the scheduler; opening a writer (enrollment,
-/// replay) is serialised on its own async lock so only cold sends queue behind it.
-#[derive(Default)]
-pub(crate) struct Writers {
-    warm: std::sync::RwLock<WriterMap>,
-    pub(crate) opening: tokio::sync::Mutex<()>,
-}
-
-type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
-
-impl Writers {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, WriterMap> {
-        self.warm.read().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, WriterMap> {
-        self.warm.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn get(&self, key: &(String, String)) -> Option<Arc<TableWriter>> {
-        self.read().get(key).cloned()
-    }
+    strict: bool,
 }
 
 impl Graph {
     /// Start streaming writes to `branch`.
     pub fn ingest(&self, branch: &str) -> Result<Ingestor<'_>> {
-        if branch != MAIN_BRANCH {
+        self.ingestor(&IngestOptions {
+            branch: branch.to_owned(),
+            ..IngestOptions::default()
+        })
+    }
+
+    /// Start streaming writes as `options` say.
+    pub fn ingestor(&self, options: &IngestOptions) -> Result<Ingestor<'_>> {
+        if options.branch != MAIN_BRANCH {
             return Err(Error::MainBranchOnly {
                 operation: "streaming ingest",
-                branch: branch.to_owned(),
+                branch: options.branch.clone(),
             });
         }
         Ok(Ingestor {
             graph: self,
-            branch: branch.to_owned(),
+            branch: options.branch.clone(),
+            strict: options.strict,
         })
     }
 
@@ -77,12 +89,11 @@ impl Graph {
     async fn table_writer(&self, type_name: &str, branch: &str) -> Result<Arc<TableWriter>> {
         let ty = self.type_def(type_name)?;
         let path = ty.table_path();
-        let key = (path.clone(), branch.to_owned());
-        if let Some(writer) = self.writers.get(&key) {
+        if let Some(writer) = self.streaming.writer(&path, branch) {
             return Ok(writer);
         }
-        let _opening = self.writers.opening.lock().await;
-        if let Some(writer) = self.writers.get(&key) {
+        let _opening = self.streaming.opening.lock().await;
+        if let Some(writer) = self.streaming.writer(&path, branch) {
             return Ok(writer);
         }
         // An enrolled table keeps what it was enrolled with (folds keep its indexes
@@ -117,9 +128,9 @@ impl Graph {
         // Opening replays what an earlier writer acknowledged but never flushed: that is
         // pending work of this process now.
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
-            self.folding.acknowledged();
+            self.streaming.acknowledged();
         }
-        self.writers.write().insert(key, writer.clone());
+        self.streaming.keep(path, branch.to_owned(), writer.clone());
         Ok(writer)
     }
 }
@@ -135,7 +146,7 @@ impl Graph {
     /// it (pinned by a test, as Lance's docs say not to list it).
     /// Indexes are derived state: a failure is logged, and the table is enrolled without
     /// the indexes that are missing.
-    async fn index_before_enrollment(&self, ty: &ingest_core::TypeDef) -> Vec<String> {
+    async fn index_before_enrollment(&self, ty: &tributary_schema::TypeDef) -> Vec<String> {
         let path = ty.table_path();
         let mut dataset = match self.store.open_dataset(&path, None).await {
             Ok(dataset) => dataset,
@@ -144,9 +155,9 @@ impl Graph {
                 return Vec::new();
             }
         };
-        let specs = tributary_fold::index_specs(ty);
+        let specs = tributary_write::index_specs(ty);
         if let Err(error) =
-            tributary_fold::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
+            tributary_write::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
                 .await
         {
             tracing::warn!(%error, table = path, "could not build indexes at enrollment");
@@ -180,6 +191,35 @@ impl Ingestor<'_> {
             durable_rows,
             rejected,
             through_line: last_line,
+            stopped_at: None,
+        })
+    }
+
+    /// Send `lines`, the first of which is line `first_line`, as read from a stream: write
+    /// every valid row and return once they are durable. Invalid and unreadable lines are
+    /// rejected, never written; a strict ingestor stops at the first of them, writes only
+    /// the lines before it, and names it in [`IngestAck::stopped_at`].
+    pub async fn send_lines(&self, first_line: u64, lines: &[StreamLine<'_>]) -> Result<IngestAck> {
+        let (text, unreadable) = join_lines(first_line, lines);
+        let (mut accepted, mut rejected, _) = self.decode(first_line, &text);
+        let last_line = (first_line + lines.len() as u64).saturating_sub(1);
+        rejected.extend(unreadable);
+        rejected.sort_by_key(|e| e.line);
+        let mut stopped_at = None;
+        if self.strict {
+            if let Some(bad) = rejected.first().cloned() {
+                let before = &lines[..(bad.line - first_line) as usize];
+                accepted = self.decode(first_line, &join_lines(first_line, before).0).0;
+                rejected = vec![bad.clone()];
+                stopped_at = Some(bad);
+            }
+        }
+        let durable_rows = self.write(&accepted).await?;
+        Ok(IngestAck {
+            durable_rows,
+            rejected,
+            through_line: stopped_at.as_ref().map_or(last_line, |bad| bad.line),
+            stopped_at,
         })
     }
 
@@ -204,7 +244,7 @@ impl Ingestor<'_> {
             });
         let rows = try_join_all(puts).await?.into_iter().sum();
         if rows > 0 {
-            self.graph.folding.acknowledged();
+            self.graph.streaming.acknowledged();
         }
         Ok(rows)
     }
@@ -226,7 +266,7 @@ impl Ingestor<'_> {
         match writer.put(&batch.batch).await {
             Err(error) if error.is_fenced() => {
                 tracing::info!(%error, "writer fenced; reopening its shards");
-                self.graph.evict_writer(&writer);
+                self.graph.streaming.evict(&writer);
                 // A fence by another process is nearly always a fold or a load bringing
                 // this shard's tail into a generation (open, replay, flush): give it that
                 // moment before taking the shard back, or the two take it from each other
@@ -256,12 +296,28 @@ fn not_streamed(batch: &TypeBatch) -> Vec<LineError> {
         .collect()
 }
 
-impl Ingestor<'_> {
-    /// The lines of `text` that `send` would reject, without writing anything.
-    pub fn check(&self, first_line: u64, text: &str) -> Vec<LineError> {
-        self.decode(first_line, text).1
+/// The NDJSON text of `lines` (an unreadable line stays as a blank one, so numbering
+/// holds) and the rejections of the unreadable ones.
+fn join_lines(first_line: u64, lines: &[StreamLine<'_>]) -> (String, Vec<LineError>) {
+    let mut text = String::new();
+    let mut unreadable = Vec::new();
+    for (offset, line) in lines.iter().enumerate() {
+        if offset > 0 {
+            text.push('\n');
+        }
+        match line {
+            StreamLine::Text(line) => text.push_str(line),
+            StreamLine::Unreadable(reason) => unreadable.push(LineError {
+                line: first_line + offset as u64,
+                field: None,
+                reason: (*reason).to_owned(),
+            }),
+        }
     }
+    (text, unreadable)
+}
 
+impl Ingestor<'_> {
     /// Decode and validate `text`: the batches of `@stream` types, every rejected line (in
     /// line order; lines of other types are rejected with how to enrol them), and the last
     /// line number.
@@ -306,8 +362,8 @@ impl Graph {
     /// processes (and folds) see everything acknowledged. Later sends re-open writers.
     /// Every writer is attempted; the first failure is returned.
     pub async fn close_writers(&self) -> Result<()> {
-        let _opening = self.writers.opening.lock().await;
-        let writers: Vec<Arc<TableWriter>> = self.writers.write().drain().map(|(_, w)| w).collect();
+        let _opening = self.streaming.opening.lock().await;
+        let writers = self.streaming.take_all();
         let mut first_error = None;
         for writer in writers {
             let closed = match Arc::try_unwrap(writer) {
@@ -328,26 +384,5 @@ impl Graph {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Drop `writer` from the warm set, if it is still the one there (after a fence).
-    pub(crate) fn evict_writer(&self, writer: &Arc<TableWriter>) {
-        let mut warm = self.writers.write();
-        warm.retain(|_, w| !Arc::ptr_eq(w, writer));
-    }
-
-    /// The warm writers of every table on `branch` (for the fold's cut).
-    pub(crate) fn warm_writers(&self, branch: &str) -> Vec<Arc<TableWriter>> {
-        self.writers
-            .read()
-            .iter()
-            .filter(|((_, b), _)| b == branch)
-            .map(|(_, w)| w.clone())
-            .collect()
-    }
-
-    /// The warm writer of a table, if this process has one (for fresh reads and status).
-    pub(crate) fn warm_writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
-        self.writers.get(&(path.to_owned(), branch.to_owned()))
     }
 }

@@ -49,23 +49,24 @@ mod ops;
 mod read;
 mod recovery;
 mod status;
-mod validate;
+mod streaming;
+pub mod wire;
 
 pub use cleanup::CleanupReport;
 pub use error::{Error, ErrorKind, Result};
-pub use fold::FoldTriggers;
 pub use graph::{At, Graph, GraphBuilder, GraphSettings, MAIN_BRANCH};
-pub use ingest::{IngestAck, Ingestor};
+pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View};
 pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
+pub use streaming::FoldTriggers;
 
-pub use ingest_core::{Catalog, LineError};
-pub use tributary_fold::{
+pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
+pub use tributary_publisher::{CommitKind, CommitRecord, FoldedShard};
+pub use tributary_schema::{Catalog, LineError};
+pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
+pub use tributary_write::{
     FoldOutcome, FoldSettings, IndexReport, IndexSettings, Recovered, RejectKind, RejectPolicy,
     FOLD_ACTOR, REJECTS_PATH,
 };
-pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
-pub use tributary_publisher::{CommitKind, CommitRecord, FoldedShard};
-pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};

@@ -1,22 +1,22 @@
 //! Interactive `load`: one request = one graph commit, acknowledged once visible.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use ingest_core::TypeBatch;
+use arrow_array::{Array, RecordBatch, UInt32Array};
 use lance::dataset::transaction::Transaction;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_fold::commit_intent;
-use tributary_fold::intent::{Intent, Owner, StagedTable};
-use tributary_fold::StagedWrite;
 use tributary_publisher::{CommitKind, CommitRecord};
+use tributary_schema::{LineError, TypeBatch, TypeDef, TypeKind};
+use tributary_write::intent::{Intent, Owner, StagedTable};
+use tributary_write::lookup::{existing_ids, string_column};
+use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
 
-use crate::error::{EmptyLoadSnafu, Error, InvalidDataSnafu, LanceSnafu, Result};
+use crate::error::{ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, Result};
 use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
-use crate::validate;
 
 /// What to do with a row whose key already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,7 +57,7 @@ impl Graph {
     /// Validate and load NDJSON `text` as one graph commit. Nothing is written unless
     /// every line is valid.
     pub async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
-        let decoded = ingest_core::decode_str(&self.catalog, text);
+        let decoded = tributary_schema::decode_str(&self.catalog, text);
         if !decoded.rejects.is_empty() {
             return InvalidDataSnafu {
                 errors: decoded.rejects,
@@ -96,9 +96,9 @@ impl Graph {
             .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let batches = validate::dedupe_keys(batches, options.mode)
-            .map_err(|errors| Error::InvalidData { errors })?;
-        let errors = validate::against_snapshot(self, &head, &batches, options.mode).await?;
+        let batches = dedupe_keys(batches, options.mode)?;
+        let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
+        let errors = self.check_request(&tables, &batches, options.mode).await?;
         if !errors.is_empty() {
             return InvalidDataSnafu { errors }.fail();
         }
@@ -110,7 +110,7 @@ impl Graph {
         for batch in &batches {
             let ty = self.type_def(&batch.type_name)?;
             let path = ty.table_path();
-            let dataset = Arc::new(self.open_table(&head, ty).await?);
+            let dataset = Arc::new(tables.open(ty).await?);
             let (transaction, affected) = self.stage(&dataset, &path, batch, options.mode).await?;
             let n = batch.batch.num_rows() as u64;
             rows.insert(batch.type_name.clone(), n);
@@ -142,6 +142,51 @@ impl Graph {
         };
         let commit = commit_intent(self.target_in(turn), &intent, staged).await?;
         Ok(LoadOutcome { commit, rows })
+    }
+
+    /// Check the request against the head it commits on: the keys `--mode insert`
+    /// refuses, then the graph's constraints (endpoints, `@card`, `@unique`) through the
+    /// checker the fold uses. Returns every violation, in line order.
+    async fn check_request(
+        &self,
+        tables: &SnapshotTables<'_>,
+        batches: &[TypeBatch],
+        mode: LoadMode,
+    ) -> Result<Vec<LineError>> {
+        let mut errors = Vec::new();
+        let mut checker = ConstraintChecker::new(tables, Scope::Request);
+        // Nodes first: an edge may name a node this request writes.
+        let mut ordered: Vec<(&TypeDef, &TypeBatch)> = batches
+            .iter()
+            .map(|batch| Ok((self.type_def(&batch.type_name)?, batch)))
+            .collect::<Result<_>>()?;
+        ordered.sort_by_key(|(ty, _)| ty.kind == TypeKind::Edge);
+        for (ty, batch) in ordered {
+            if mode == LoadMode::Insert {
+                let table = tables.open(ty).await?;
+                let ids = string_column(&batch.batch, "id");
+                let wanted: Vec<String> = ids.iter().flatten().map(str::to_owned).collect();
+                let existing = existing_ids(&table, "id", &wanted, &ty.name).await?;
+                for (i, id) in ids.iter().enumerate() {
+                    if let Some(id) = id.filter(|id| existing.contains(*id)) {
+                        errors.push(LineError {
+                            line: batch.lines[i],
+                            field: ty.key.clone(),
+                            reason: format!("{} `{id}` already exists (--mode insert)", ty.name),
+                        });
+                    }
+                }
+            }
+            for violation in checker.check(ty, &batch.batch).await? {
+                errors.push(LineError {
+                    line: batch.lines[violation.row],
+                    field: Some(violation.field),
+                    reason: violation.message,
+                });
+            }
+        }
+        errors.sort_by_key(|e| e.line);
+        Ok(errors)
     }
 
     /// Stage one table's rows: data files are written, no version is committed.
@@ -176,5 +221,59 @@ impl Graph {
             .await
             .context(lance_err("stage"))?;
         Ok((staged.transaction, staged.affected_rows))
+    }
+}
+
+/// Within one request a key may appear once per type. Upsert keeps the last line's row
+/// (the newest write wins); insert refuses duplicates.
+fn dedupe_keys(batches: Vec<TypeBatch>, mode: LoadMode) -> Result<Vec<TypeBatch>> {
+    let mut errors = Vec::new();
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let ids = string_column(&batch.batch, "id");
+        let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
+        let mut first_line: HashMap<&str, u64> = HashMap::new();
+        for i in 0..ids.len() {
+            let id = ids.value(i);
+            if let Some(previous) = last.insert(id, i) {
+                if mode == LoadMode::Insert {
+                    let first = *first_line.entry(id).or_insert(batch.lines[previous]);
+                    errors.push(LineError {
+                        line: batch.lines[i],
+                        field: Some("id".to_owned()),
+                        reason: format!("{} `{id}` appears again (first on line {first}); --mode insert refuses duplicates", batch.type_name),
+                    });
+                }
+            }
+        }
+        if last.len() == ids.len() {
+            out.push(batch);
+            continue;
+        }
+        let mut keep: Vec<u32> = last.into_values().map(|i| i as u32).collect();
+        keep.sort_unstable();
+        let indices = UInt32Array::from(keep.clone());
+        let columns = batch
+            .batch
+            .columns()
+            .iter()
+            .map(|c| arrow_select::take::take(c.as_ref(), &indices, None))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|columns| RecordBatch::try_new(batch.batch.schema(), columns))
+            .context(ArrowSnafu {
+                action: "keep the last row of each key",
+            })?;
+        let lines = keep.iter().map(|&i| batch.lines[i as usize]).collect();
+        out.push(TypeBatch {
+            type_name: batch.type_name,
+            batch: columns,
+            lines,
+        });
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        errors.sort_by_key(|e| e.line);
+        InvalidDataSnafu { errors }.fail()
     }
 }

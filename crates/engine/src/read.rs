@@ -5,15 +5,15 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
-use ingest_core::{FieldType, IndexKind, TypeDef};
 use tributary_fresh_read::{Query, Search, TableReader, Tier};
 use tributary_memwal_adapter::TableWriter;
 use tributary_publisher::CommitRecord;
+use tributary_schema::{FieldType, IndexKind, TypeDef};
 use tributary_storage::quote;
 
 use crate::error::{Error, Result};
 use crate::graph::{At, Graph};
-use tributary_fold::lookup::string_column;
+use tributary_write::lookup::string_column;
 
 /// Which snapshot a read starts from, and whether it also sees unfolded writes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -249,7 +249,7 @@ impl Graph {
     ) -> Result<OpenTable> {
         let base = self.open_table(snapshot, ty).await?;
         let writer = if view.fresh {
-            self.warm_writer(&ty.table_path(), &snapshot.branch)
+            self.streaming.writer(&ty.table_path(), &snapshot.branch)
         } else {
             None
         };

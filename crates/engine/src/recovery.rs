@@ -1,16 +1,16 @@
 //! Finishing or dropping the writes a crash, an error or a dead process interrupted, from
 //! their sidecars (the protocol and its recovery rules live with the commit protocol in
-//! `tributary_fold`).
+//! `tributary_write`).
 //!
 //! Recovery is a writer's job: every load and fold resolves what is left before it writes
 //! (reads never write). Several processes may try at once, so each takes a claim on the
 //! intent that the store arbitrates (put-if-absent) before touching it.
 
 use snafu::ResultExt;
-use tributary_fold::intent::{
+use tributary_write::intent::{
     may_be_running, owner_may_be_running, InFlight, Intent, Owner, RECOVERY_DIR,
 };
-use tributary_fold::{recover_intent, Recovered};
+use tributary_write::{recover_intent, Recovered};
 
 use crate::error::{Result, StorageSnafu};
 use crate::graph::Graph;

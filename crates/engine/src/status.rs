@@ -104,7 +104,7 @@ impl Graph {
                     wal_only_rows,
                 });
             }
-            if let Some(writer) = self.warm_writer(&path, branch) {
+            if let Some(writer) = self.streaming.writer(&path, branch) {
                 status.unflushed_rows =
                     writer.unflushed_rows().await.map_err(Error::from_memwal)?;
                 status.unflushed_bytes = writer.unflushed_bytes() as u64;

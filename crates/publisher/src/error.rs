@@ -21,6 +21,10 @@ pub enum Error {
     #[snafu(display("commit `{id}` does not exist"))]
     CommitNotFound { id: String },
 
+    /// A commit that does not pin a table it is asked for: the commit chain is damaged.
+    #[snafu(display("commit {commit} does not pin table {table}"))]
+    TableNotPinned { commit: String, table: String },
+
     #[snafu(display("a graph already exists at `{uri}`"))]
     AlreadyExists { uri: String },
 

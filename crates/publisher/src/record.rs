@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::{StorageSnafu, TableNotPinnedSnafu};
+
 /// Why a commit was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -50,6 +52,30 @@ pub struct CommitRecord {
     /// For a fold: the MemWAL generations it folded, per table and shard.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folded: Vec<FoldedShard>,
+}
+
+impl CommitRecord {
+    /// Open the table at `path` at the version this commit pins: the one way every read,
+    /// load and fold opens a table at a snapshot.
+    pub async fn open_table(
+        &self,
+        store: &tributary_storage::GraphStore,
+        path: &str,
+    ) -> crate::Result<lance::Dataset> {
+        use snafu::{OptionExt, ResultExt};
+        let version = self
+            .tables
+            .get(path)
+            .copied()
+            .context(TableNotPinnedSnafu {
+                commit: self.id.clone(),
+                table: path,
+            })?;
+        store
+            .open_dataset(path, Some(version))
+            .await
+            .context(StorageSnafu)
+    }
 }
 
 /// The generations of one shard that a fold merged into its table.

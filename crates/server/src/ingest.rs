@@ -11,7 +11,7 @@ use axum::response::Response;
 use futures::channel::{mpsc, oneshot};
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
-use tributary::{ErrorKind, Graph, IngestAck, LineError, MAIN_BRANCH};
+use tributary::{ErrorKind, Graph, IngestAck, IngestOptions, StreamLine, MAIN_BRANCH};
 
 use crate::access::Writing;
 use crate::error::{ApiError, ErrorBody, LineRecord};
@@ -105,8 +105,7 @@ enum Stop {
 struct Session {
     state: Arc<AppState>,
     graph: Arc<Graph>,
-    branch: String,
-    strict: bool,
+    options: IngestOptions,
     records: mpsc::Sender<Bytes>,
     started: Option<oneshot::Sender<Result<(), ApiError>>>,
     acked: u64,
@@ -127,8 +126,10 @@ async fn run(
     let mut session = Session {
         state,
         graph,
-        branch: params.branch,
-        strict: params.strict,
+        options: IngestOptions {
+            branch: params.branch,
+            strict: params.strict,
+        },
         records,
         started: Some(started),
         acked: 0,
@@ -203,59 +204,27 @@ impl Session {
             return Ok(());
         };
         let first_line = first.line();
-        let last_line = pieces.last().map_or(first_line, Piece::line);
-        // Unreadable lines become blank (skipped by the decoder) and are rejected here.
-        let mut refused = Vec::new();
-        let texts: Vec<&str> = pieces
+        let too_long = format!(
+            "the line exceeds the limit of {} bytes",
+            self.state.config.limits.max_line_bytes
+        );
+        let lines: Vec<StreamLine<'_>> = pieces
             .iter()
             .map(|piece| match piece {
-                Piece::Line { text, .. } => text.as_str(),
-                Piece::TooLong { line } => {
-                    refused.push(line_error(
-                        *line,
-                        format!(
-                            "the line exceeds the limit of {} bytes",
-                            self.state.config.limits.max_line_bytes
-                        ),
-                    ));
-                    ""
-                }
-                Piece::NotUtf8 { line } => {
-                    refused.push(line_error(*line, "the line is not UTF-8".into()));
-                    ""
-                }
+                Piece::Line { text, .. } => StreamLine::Text(text),
+                Piece::TooLong { .. } => StreamLine::Unreadable(&too_long),
+                Piece::NotUtf8 { .. } => StreamLine::Unreadable("the line is not UTF-8"),
             })
             .collect();
-        let graph = self.graph.clone();
-        let ingestor = graph.ingest(&self.branch).map_err(failed)?;
-        let mut keep = texts.len();
-        let mut stopped_at = None;
-        if self.strict {
-            let mut invalid = ingestor.check(first_line, &texts.join("\n"));
-            invalid.extend(refused.iter().cloned());
-            invalid.sort_by_key(|e| e.line);
-            if let Some(bad) = invalid.into_iter().next() {
-                keep = (bad.line - first_line) as usize;
-                refused.retain(|e| e.line < bad.line);
-                stopped_at = Some(bad);
-            }
-        }
-        let text = texts[..keep].join("\n");
         let started = Instant::now();
-        let mut ack = self.send_with_patience(first_line, &text).await?;
-        ack.rejected.extend(refused);
-        if let Some(bad) = &stopped_at {
-            ack.rejected.push(bad.clone());
-        }
-        ack.rejected.sort_by_key(|e| e.line);
-        ack.through_line = stopped_at.as_ref().map_or(last_line, |bad| bad.line);
+        let ack = self.send_with_patience(first_line, &lines).await?;
         self.state.metrics.acknowledged(
             started.elapsed(),
             ack.durable_rows,
             ack.rejected.len() as u64,
         );
         self.record(&ack).await?;
-        match stopped_at {
+        match ack.stopped_at {
             Some(bad) => Err(Stop::Failed(ErrorBody {
                 kind: ErrorKind::InvalidInput.name().into(),
                 error: format!("strict: stopped at {bad}"),
@@ -270,13 +239,17 @@ impl Session {
 
     /// Send, waiting out back-pressure — except before the response started, where it
     /// becomes a 503 with `Retry-After`.
-    async fn send_with_patience(&mut self, first_line: u64, text: &str) -> Result<IngestAck, Stop> {
+    async fn send_with_patience(
+        &mut self,
+        first_line: u64,
+        lines: &[StreamLine<'_>],
+    ) -> Result<IngestAck, Stop> {
         let graph = self.graph.clone();
-        let ingestor = graph.ingest(&self.branch).map_err(failed)?;
+        let ingestor = graph.ingestor(&self.options).map_err(failed)?;
         let deadline = Instant::now() + BACKPRESSURE_PATIENCE;
         let mut pause = Duration::from_millis(20);
         loop {
-            match ingestor.send(first_line, text).await {
+            match ingestor.send_lines(first_line, lines).await {
                 Ok(ack) => return Ok(ack),
                 Err(error) if error.kind() == ErrorKind::Unavailable => {
                     if self.started.is_some() || Instant::now() >= deadline {
@@ -321,14 +294,6 @@ impl Session {
         } else {
             Err(Stop::Disconnected)
         }
-    }
-}
-
-fn line_error(line: u64, reason: String) -> LineError {
-    LineError {
-        line,
-        field: None,
-        reason,
     }
 }
 

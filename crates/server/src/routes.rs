@@ -20,9 +20,7 @@ use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::AppState;
 
-/// Media type of an Arrow IPC stream: what the remote CLI asks for, so it prints exactly
-/// what an embedded read prints.
-pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+pub use tributary::wire::ARROW_STREAM;
 
 /// Rows as a JSON array of objects, or as an Arrow IPC stream when asked for.
 fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> {

@@ -5,8 +5,6 @@ use serde::{Serialize, Serializer};
 use std::fmt;
 use std::sync::Arc;
 
-use super::error::SchemaError;
-
 /// All declared types, in declaration order, plus the source they came from (the
 /// manifest stores the source text; the catalog is always re-derived from it).
 #[derive(Debug, Clone, Serialize)]
@@ -16,16 +14,6 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Parse and validate a schema.
-    pub fn parse(source: &str) -> Result<Catalog, SchemaError> {
-        let declarations = super::parser::parse(source)?;
-        let types = super::lower::lower(declarations)?;
-        Ok(Catalog {
-            source: source.to_owned(),
-            types,
-        })
-    }
-
     pub fn get(&self, name: &str) -> Option<&TypeDef> {
         self.types.iter().find(|ty| ty.name == name)
     }

@@ -15,7 +15,7 @@ use tributary_publisher::{
 };
 use tributary_storage::GraphStore;
 
-use ingest_core::Catalog;
+use tributary_schema::Catalog;
 
 use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};

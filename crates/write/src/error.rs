@@ -37,8 +37,16 @@ pub enum Error {
         message: String,
     },
 
-    #[snafu(display("invalid {what}: {message}"))]
-    Invalid { what: String, message: String },
+    /// Arrow refused to build, filter or format rows the fold made itself: a bug.
+    #[snafu(display("{action}: {source}"))]
+    Arrow {
+        action: &'static str,
+        source: arrow_schema::ArrowError,
+    },
+
+    /// The catalog names a node type an edge type's endpoint does not resolve to.
+    #[snafu(display("edge {edge} names unknown node type {node_type}"))]
+    UnknownEndpointType { edge: String, node_type: String },
 
     /// This write's branch lease was taken over (it stalled past the lease's grace);
     /// nothing was committed. Retry.

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use ingest_core::{decode_str, Catalog};
+use tributary_schema::{decode_str, Catalog};
 
 const SCHEMA: &str = r#"
 node Person @stream {

@@ -11,17 +11,17 @@ use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion_physical_plan::SendableRecordBatchStream;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use ingest_core::{Catalog, TypeDef, TypeKind};
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{generation_rows, table_state, PendingGeneration};
 use tributary_publisher::{new_commit_id, CommitKind, CommitRecord, FoldedShard};
+use tributary_schema::{Catalog, TypeDef, TypeKind};
 use uuid::Uuid;
 
-use crate::check::{FoldChecker, SnapshotTables};
 use crate::commit::{commit_intent, GraphTarget, StagedWrite};
-use crate::error::{Error, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
+use crate::constraints::{ConstraintChecker, Scope, SnapshotTables};
+use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
 use crate::intent::{Intent, Owner, StagedTable};
 use crate::lookup::string_column;
 use crate::rejects::{row_json, Reject, RejectRows, REJECTS_PATH};
@@ -117,7 +117,7 @@ pub async fn fold_pending(
     let tables = SnapshotTables::new(target.store, catalog, &head);
 
     // Pass 1: validate, newest row per key first; keep only keys between chunks.
-    let mut checker = FoldChecker::new(&tables);
+    let mut checker = ConstraintChecker::new(&tables, Scope::Stream);
     let mut rejects = RejectRows::new(&commit_id);
     let mut rejected_keys: HashMap<String, HashSet<String>> = HashMap::new();
     let mut folded = Vec::new();
@@ -356,16 +356,14 @@ fn unseen_rows(batch: &RecordBatch, seen: &mut HashSet<String>) -> Result<Record
 }
 
 fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
-    arrow_select::filter::filter_record_batch(batch, keep).map_err(|e| Error::Invalid {
-        what: "fold rows".into(),
-        message: e.to_string(),
+    arrow_select::filter::filter_record_batch(batch, keep).context(ArrowSnafu {
+        action: "filter fold rows",
     })
 }
 
 fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
-    arrow_select::concat::concat_batches(schema, batches).map_err(|e| Error::Invalid {
-        what: "fold rows".into(),
-        message: e.to_string(),
+    arrow_select::concat::concat_batches(schema, batches).context(ArrowSnafu {
+        action: "gather fold rows",
     })
 }
 

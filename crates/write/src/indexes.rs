@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 
-use ingest_core::{FieldType, IndexKind, TypeDef, TypeKind};
 use lance::index::vector::VectorIndexParams;
 use lance::index::DatasetIndexExt;
 use lance::Dataset;
@@ -15,6 +14,7 @@ use lance_index::scalar::{InvertedIndexParams, ScalarIndexParams};
 use lance_index::IndexType;
 use lance_linalg::distance::DistanceType;
 use snafu::ResultExt;
+use tributary_schema::{FieldType, IndexKind, TypeDef, TypeKind};
 
 use crate::error::{LanceSnafu, Result};
 

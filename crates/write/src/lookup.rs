@@ -8,7 +8,9 @@ use arrow_cast::display::{ArrayFormatter, FormatOptions};
 use arrow_schema::DataType;
 use lance::Dataset;
 
-use crate::error::{Error, Result};
+use snafu::ResultExt;
+
+use crate::error::{ArrowSnafu, Error, Result};
 
 /// How many values one `IN (…)` filter carries (DataFusion hashes long lists).
 const IN_LIST_CHUNK: usize = 4096;
@@ -24,9 +26,8 @@ pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray 
 /// Every value of `column` as text (`None` for nulls), for comparisons and messages.
 pub fn display_values(column: &dyn Array) -> Result<Vec<Option<String>>> {
     let formatter =
-        ArrayFormatter::try_new(column, &FormatOptions::default()).map_err(|e| Error::Invalid {
-            what: "value".into(),
-            message: e.to_string(),
+        ArrayFormatter::try_new(column, &FormatOptions::default()).context(ArrowSnafu {
+            action: "format values",
         })?;
     Ok((0..column.len())
         .map(|i| column.is_valid(i).then(|| formatter.value(i).to_string()))

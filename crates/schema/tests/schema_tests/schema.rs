@@ -1,6 +1,6 @@
 //! Schema language: the DESIGN example, every construct, and the error messages.
 
-use ingest_core::{
+use tributary_schema::{
     Cardinality, Catalog, DefaultValue, FieldType, IndexKind, Number, RangeBound, SchemaError,
     StreamOptions, TypeDef, TypeKind,
 };

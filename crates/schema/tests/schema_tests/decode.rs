@@ -5,7 +5,7 @@ use arrow_array::types::{
     Date32Type, Float32Type, Float64Type, Int32Type, Int64Type, TimestampMicrosecondType,
 };
 use arrow_array::{Array, RecordBatch};
-use ingest_core::{decode_str, Catalog, Decoded, Decoder, LineError};
+use tributary_schema::{decode_str, Catalog, Decoded, Decoder, LineError};
 
 const SCHEMA: &str = r#"
 node Person @stream {
@@ -458,7 +458,7 @@ fn defaults_of_every_kind_fill_absent_fields() {
 
 #[test]
 fn edge_ids_of_different_endpoints_never_collide() {
-    use ingest_core::edge_id;
+    use tributary_schema::edge_id;
     assert_eq!(
         edge_id("ada", "bob"),
         "ada->bob",

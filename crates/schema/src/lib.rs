@@ -1,4 +1,4 @@
-//! Tributary's ingest core: the schema language, the catalog it produces, and NDJSON →
+//! Tributary's schema: the schema language, the catalog it produces, and NDJSON →
 //! Arrow decoding with synchronous validation. No Lance dependency, so it compiles and
 //! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
 

@@ -1,29 +1,30 @@
-//! Fold-time validation: what a WAL row could not be checked for when it was acknowledged
-//! (edge endpoints, `@card`, `@unique`), checked against the snapshot plus the rows folded
-//! so far. Rows arrive newest first (one row per key), chunk by chunk; the state kept
-//! between chunks is keys and values, never rows.
+//! The graph's constraints across rows — edge endpoints, `@card`, `@unique` — checked one
+//! way for every write: a load feeds its whole request, a fold its rows chunk by chunk
+//! (newest first, one row per key). Rows are checked against the snapshot the write
+//! commits on plus the rows accepted before them; the state kept between chunks is keys and
+//! values, never rows.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use arrow_array::RecordBatch;
-use ingest_core::{Catalog, TypeDef, TypeKind};
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
 use tributary_publisher::CommitRecord;
+use tributary_schema::{Catalog, TypeDef, TypeKind};
 use tributary_storage::GraphStore;
 
-use crate::error::{InvalidSnafu, Result, StorageSnafu};
+use crate::error::{PublishSnafu, Result, UnknownEndpointTypeSnafu};
 use crate::lookup::{
     display_values, existing_ids, literal_kind, lookup_values, string_column, Literal,
 };
 
-/// Why a folded row was rejected.
+/// Which constraint a row breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RejectKind {
-    /// An edge endpoint exists neither in the snapshot nor in the fold.
+    /// An edge endpoint exists neither in the snapshot nor among the accepted rows.
     Endpoint,
-    /// The edge would take its source over the `@card` maximum.
+    /// The edge's source would fall outside its `@card` bounds.
     Cardinality,
     /// A `@unique` value another key already holds.
     Unique,
@@ -39,10 +40,13 @@ impl fmt::Display for RejectKind {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct RowReject {
+/// A row that breaks a constraint: its index in the checked batch, the field a user
+/// fixes (`from`/`to` for an edge's endpoints), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
     pub row: usize,
     pub kind: RejectKind,
+    pub field: String,
     pub message: String,
 }
 
@@ -75,15 +79,11 @@ impl<'a> SnapshotTables<'a> {
         if let Some(dataset) = cached {
             return Ok(dataset);
         }
-        let version = self.head.tables.get(&path).copied().context(InvalidSnafu {
-            what: "snapshot",
-            message: format!("commit {} does not pin table {path}", self.head.id),
-        })?;
         let dataset = self
-            .store
-            .open_dataset(&path, Some(version))
+            .head
+            .open_table(self.store, &path)
             .await
-            .context(StorageSnafu)?;
+            .context(PublishSnafu)?;
         self.opened
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -92,94 +92,114 @@ impl<'a> SnapshotTables<'a> {
     }
 }
 
-pub struct FoldChecker<'a> {
+/// What a write is checked as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// A whole request (a load): every edge a source gets is in it, so the `@card`
+    /// minimum is enforced too.
+    Request,
+    /// Part of a stream (a fold): a source below its `@card` minimum may get its other
+    /// edges in a later fold, so only the maximum is enforced.
+    Stream,
+}
+
+/// Checks batches of rows, type by type (nodes before edges, so an edge sees the nodes
+/// accepted before it), and remembers the accepted ones for the batches after.
+pub struct ConstraintChecker<'a> {
     tables: &'a SnapshotTables<'a>,
-    /// Node type → keys this fold writes (accepted rows only).
-    folded_nodes: HashMap<String, HashSet<String>>,
-    /// (type, field) → value → the key holding it in this fold.
+    scope: Scope,
+    /// Node type → keys accepted so far.
+    accepted_nodes: HashMap<String, HashSet<String>>,
+    /// (type, field) → value → the key holding it among the accepted rows.
     unique_owner: HashMap<(String, String), HashMap<String, String>>,
-    /// Edge type → source → edge ids it has (snapshot + fold), for `@card` types.
+    /// Edge type → source → edge ids it has (snapshot + accepted), for `@card` types.
     out_edges: HashMap<String, HashMap<String, HashSet<String>>>,
     /// Type → keys checked so far: their snapshot rows are being replaced.
     replaced: HashMap<String, HashSet<String>>,
 }
 
-impl<'a> FoldChecker<'a> {
-    pub fn new(tables: &'a SnapshotTables<'a>) -> Self {
-        FoldChecker {
+impl<'a> ConstraintChecker<'a> {
+    pub fn new(tables: &'a SnapshotTables<'a>, scope: Scope) -> Self {
+        ConstraintChecker {
             tables,
-            folded_nodes: HashMap::new(),
+            scope,
+            accepted_nodes: HashMap::new(),
             unique_owner: HashMap::new(),
             out_edges: HashMap::new(),
             replaced: HashMap::new(),
         }
     }
 
-    /// Check one chunk of `ty`'s rows (unique keys, none seen before in this fold) and
-    /// remember the accepted ones for the chunks after it.
-    pub async fn check(&mut self, ty: &TypeDef, chunk: &RecordBatch) -> Result<Vec<RowReject>> {
-        let mut rejected: HashMap<usize, RowReject> = HashMap::new();
+    /// Check one batch of `ty`'s rows (unique keys, none checked before) and remember the
+    /// accepted ones. Each rejected row is reported once, for the first constraint it
+    /// breaks, in row order.
+    pub async fn check(&mut self, ty: &TypeDef, batch: &RecordBatch) -> Result<Vec<Violation>> {
+        let mut rejected: HashMap<usize, Violation> = HashMap::new();
         let table = self.tables.open(ty).await?;
-        let ids = string_column(chunk, "id");
+        let ids = string_column(batch, "id");
         self.replaced
             .entry(ty.name.clone())
             .or_default()
             .extend(ids.iter().flatten().map(str::to_owned));
         if ty.kind == TypeKind::Edge {
-            self.check_endpoints(ty, chunk, &mut rejected).await?;
-            self.check_cardinality(&table, ty, chunk, &mut rejected)
+            self.check_endpoints(ty, batch, &mut rejected).await?;
+            self.check_cardinality(&table, ty, batch, &mut rejected)
                 .await?;
         }
-        self.check_unique(&table, ty, chunk, &mut rejected).await?;
+        self.check_unique(&table, ty, batch, &mut rejected).await?;
         if ty.kind == TypeKind::Node {
-            let keys = self.folded_nodes.entry(ty.name.clone()).or_default();
+            let keys = self.accepted_nodes.entry(ty.name.clone()).or_default();
             for (i, id) in ids.iter().enumerate() {
                 if let (Some(id), false) = (id, rejected.contains_key(&i)) {
                     keys.insert(id.to_owned());
                 }
             }
         }
-        let mut rejects: Vec<RowReject> = rejected.into_values().collect();
-        rejects.sort_by_key(|r| r.row);
-        Ok(rejects)
+        let mut violations: Vec<Violation> = rejected.into_values().collect();
+        violations.sort_by_key(|v| v.row);
+        Ok(violations)
     }
 
     async fn check_endpoints(
         &self,
         ty: &TypeDef,
-        chunk: &RecordBatch,
-        rejected: &mut HashMap<usize, RowReject>,
+        batch: &RecordBatch,
+        rejected: &mut HashMap<usize, Violation>,
     ) -> Result<()> {
         let Some(ends) = &ty.edge else { return Ok(()) };
-        for (column, node_type) in [("src", &ends.from), ("dst", &ends.to)] {
-            let keys = string_column(chunk, column);
-            let folded = self.folded_nodes.get(node_type.as_str());
+        for (column, field, node_type) in [("src", "from", &ends.from), ("dst", "to", &ends.to)] {
+            let keys = string_column(batch, column);
+            let accepted = self.accepted_nodes.get(node_type.as_str());
             let missing = distinct(
                 keys.iter()
                     .flatten()
-                    .filter(|k| folded.is_none_or(|f| !f.contains(*k))),
+                    .filter(|k| accepted.is_none_or(|a| !a.contains(*k))),
             );
             if missing.is_empty() {
                 continue;
             }
-            let node_def = self.tables.catalog.get(node_type).context(InvalidSnafu {
-                what: "schema",
-                message: format!("edge {} names unknown node type {node_type}", ty.name),
-            })?;
+            let node_def =
+                self.tables
+                    .catalog
+                    .get(node_type)
+                    .context(UnknownEndpointTypeSnafu {
+                        edge: &ty.name,
+                        node_type,
+                    })?;
             let nodes = self.tables.open(node_def).await?;
             let found = existing_ids(&nodes, "id", &missing, node_type).await?;
             for (i, key) in keys.iter().enumerate() {
                 let Some(key) = key else { continue };
-                if folded.is_some_and(|f| f.contains(key)) || found.contains(key) {
+                if accepted.is_some_and(|a| a.contains(key)) || found.contains(key) {
                     continue;
                 }
-                rejected.entry(i).or_insert(RowReject {
+                rejected.entry(i).or_insert(Violation {
                     row: i,
                     kind: RejectKind::Endpoint,
+                    field: field.to_owned(),
                     message: format!(
-                        "{node_type} `{key}` does not exist (edge {} needs it as `{}`)",
-                        ty.name,
-                        if column == "src" { "from" } else { "to" }
+                        "{node_type} `{key}` does not exist (edge {} needs it as `{field}`)",
+                        ty.name
                     ),
                 });
             }
@@ -187,24 +207,24 @@ impl<'a> FoldChecker<'a> {
         Ok(())
     }
 
-    /// Folded edges only add out-edges, so only the `@card` maximum can be broken here.
+    /// Out-edges per source: snapshot edges plus accepted ones, an edge counted once
+    /// however often it is rewritten.
     async fn check_cardinality(
         &mut self,
         table: &Dataset,
         ty: &TypeDef,
-        chunk: &RecordBatch,
-        rejected: &mut HashMap<usize, RowReject>,
+        batch: &RecordBatch,
+        rejected: &mut HashMap<usize, Violation>,
     ) -> Result<()> {
-        let Some(max) = ty
+        let Some((ends, card)) = ty
             .edge
             .as_ref()
-            .and_then(|e| e.card.as_ref())
-            .and_then(|c| c.max)
+            .and_then(|e| e.card.as_ref().map(|card| (e, *card)))
         else {
             return Ok(());
         };
-        let ids = string_column(chunk, "id");
-        let srcs = string_column(chunk, "src");
+        let ids = string_column(batch, "id");
+        let srcs = string_column(batch, "src");
         let known = self.out_edges.entry(ty.name.clone()).or_default();
         let unknown = distinct(srcs.iter().flatten().filter(|s| !known.contains_key(*s)));
         for src in &unknown {
@@ -213,30 +233,43 @@ impl<'a> FoldChecker<'a> {
         for (id, src) in lookup_values(table, "src", &unknown, Literal::Quoted, &ty.name).await? {
             known.entry(src).or_default().insert(id);
         }
-        for i in 0..chunk.num_rows() {
+        let violation = |row: usize, src: &str, count: usize, rule: String| Violation {
+            row,
+            kind: RejectKind::Cardinality,
+            field: "from".to_owned(),
+            message: format!(
+                "{} `{src}` would have {count} {} edges; {card} {rule}",
+                ends.from, ty.name
+            ),
+        };
+        let mut first_row: HashMap<&str, usize> = HashMap::new();
+        for i in 0..batch.num_rows() {
             if rejected.contains_key(&i) {
                 continue;
             }
-            let edges = known.entry(srcs.value(i).to_owned()).or_default();
+            let src = srcs.value(i);
+            first_row.entry(src).or_insert(i);
+            let edges = known.entry(src.to_owned()).or_default();
             if edges.contains(ids.value(i)) {
                 continue;
             }
-            if edges.len() as u64 >= max {
-                rejected.insert(
-                    i,
-                    RowReject {
-                        row: i,
-                        kind: RejectKind::Cardinality,
-                        message: format!(
-                            "{} already has {} {} edges; @card allows at most {max}",
-                            srcs.value(i),
-                            edges.len(),
-                            ty.name
-                        ),
-                    },
-                );
-            } else {
-                edges.insert(ids.value(i).to_owned());
+            match card.max {
+                Some(max) if edges.len() as u64 >= max => {
+                    let rule = format!("allows at most {max}");
+                    rejected.insert(i, violation(i, src, edges.len() + 1, rule));
+                }
+                _ => {
+                    edges.insert(ids.value(i).to_owned());
+                }
+            }
+        }
+        if self.scope == Scope::Request && card.min > 0 {
+            for (src, row) in first_row {
+                let count = known.get(src).map_or(0, HashSet::len);
+                if (count as u64) < card.min && !rejected.contains_key(&row) {
+                    let rule = format!("needs at least {}", card.min);
+                    rejected.insert(row, violation(row, src, count, rule));
+                }
             }
         }
         Ok(())
@@ -246,18 +279,18 @@ impl<'a> FoldChecker<'a> {
         &mut self,
         table: &Dataset,
         ty: &TypeDef,
-        chunk: &RecordBatch,
-        rejected: &mut HashMap<usize, RowReject>,
+        batch: &RecordBatch,
+        rejected: &mut HashMap<usize, Violation>,
     ) -> Result<()> {
-        let ids = string_column(chunk, "id");
-        let FoldChecker {
+        let ids = string_column(batch, "id");
+        let ConstraintChecker {
             replaced,
             unique_owner,
             ..
         } = self;
         let replaced = replaced.get(&ty.name);
         for field in ty.fields.iter().filter(|f| f.unique) {
-            let Some(column) = chunk.column_by_name(&field.name) else {
+            let Some(column) = batch.column_by_name(&field.name) else {
                 continue;
             };
             let values = display_values(column.as_ref())?;
@@ -286,9 +319,10 @@ impl<'a> FoldChecker<'a> {
                 if let Some(holder) = holder {
                     rejected.insert(
                         i,
-                        RowReject {
+                        Violation {
                             row: i,
                             kind: RejectKind::Unique,
+                            field: field.name.clone(),
                             message: format!(
                                 "{}.{} {value:?} is not unique: {} `{holder}` has it",
                                 ty.name, field.name, ty.name

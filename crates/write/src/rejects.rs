@@ -9,8 +9,8 @@ use lance::dataset::{InsertBuilder, WriteMode};
 use snafu::ResultExt;
 use tributary_storage::GraphStore;
 
-use crate::check::RejectKind;
-use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
+use crate::constraints::RejectKind;
+use crate::error::{ArrowSnafu, LanceSnafu, Result, StorageSnafu};
 
 /// Where dead letters live, beside the node and edge tables.
 pub const REJECTS_PATH: &str = "_ingest_rejects.lance";
@@ -93,9 +93,8 @@ impl RejectRows {
             text(&|_| self.commit.clone()),
             Arc::new(Int64Array::from_iter_values(self.rows.iter().map(|_| now))),
         ];
-        RecordBatch::try_new(rejects_schema(), columns).map_err(|e| Error::Invalid {
-            what: "dead letters".into(),
-            message: e.to_string(),
+        RecordBatch::try_new(rejects_schema(), columns).context(ArrowSnafu {
+            action: "build dead letters",
         })
     }
 

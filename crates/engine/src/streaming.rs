@@ -1,0 +1,154 @@
+//! The streaming state of an open graph, owned in one place: the warm MemWAL writers per
+//! (table, branch), the fold bookkeeping (the max-lag clock, the last fold's error), the
+//! background folder's handle, and the triggers it folds on. Ingest, the fold's cut,
+//! fresh reads and status reach it through the graph; it knows nothing of them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex as SyncMutex, RwLock};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Mutex};
+use tributary_memwal_adapter::TableWriter;
+
+/// When the background folder folds: whichever threshold is reached first.
+#[derive(Debug, Clone)]
+pub struct FoldTriggers {
+    /// Flushed, unfolded generations over all enrolled tables.
+    pub pending_generations: usize,
+    /// Bytes in unfolded generations plus this process's unflushed memtables.
+    pub pending_bytes: u64,
+    /// The longest an acknowledged row waits before a fold makes it visible.
+    pub max_lag: Duration,
+    /// How often the folder looks.
+    pub poll: Duration,
+    /// A shard whose WAL holds rows no generation does, with no writer in this process and
+    /// no append for this long, is taken to have lost its writer (a process that stopped
+    /// or crashed): the background folder claims it, which flushes the rows, and folds
+    /// them. Explicit folds (and the fold before a load) claim such shards at once. Keep
+    /// it well above `max_lag`: a live process that folds flushes its own tail sooner, so
+    /// its shards are never claimed from under it.
+    pub stranded_after: Duration,
+}
+
+impl Default for FoldTriggers {
+    fn default() -> Self {
+        FoldTriggers {
+            pending_generations: 8,
+            pending_bytes: 64 * 1024 * 1024,
+            max_lag: Duration::from_secs(1),
+            poll: Duration::from_millis(250),
+            stranded_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// (table path, branch) → its warm writer.
+type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
+
+/// The running background folder: how to stop it, and its task.
+pub(crate) struct Folder {
+    pub(crate) stop: watch::Sender<bool>,
+    pub(crate) task: tokio::task::JoinHandle<()>,
+}
+
+/// The streaming state of one open graph.
+#[derive(Default)]
+pub(crate) struct Streaming {
+    /// Every send looks its writer up, so the lookup is a plain read lock that never waits
+    /// on the scheduler.
+    warm: RwLock<WriterMap>,
+    /// Opening a writer (enrollment, replay) and the fold's cut are serialised on this
+    /// lock, so only cold sends queue behind it, and no writer opens during a cut.
+    pub(crate) opening: Mutex<()>,
+    /// When this process acknowledged its oldest write that no fold has cut yet.
+    oldest_unfolded: SyncMutex<Option<Instant>>,
+    /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
+    last_error: SyncMutex<Option<Option<String>>>,
+    pub(crate) folder: Mutex<Option<Folder>>,
+}
+
+impl Streaming {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, WriterMap> {
+        self.warm.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, WriterMap> {
+        self.warm.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The warm writer of a table on a branch, if this process has one.
+    pub(crate) fn writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
+        self.read()
+            .get(&(path.to_owned(), branch.to_owned()))
+            .cloned()
+    }
+
+    /// The warm writers of every table on `branch` (for the fold's cut).
+    pub(crate) fn writers_of(&self, branch: &str) -> Vec<Arc<TableWriter>> {
+        self.read()
+            .iter()
+            .filter(|((_, b), _)| b == branch)
+            .map(|(_, w)| w.clone())
+            .collect()
+    }
+
+    /// Keep `writer` warm for (path, branch). The caller holds [`Streaming::opening`].
+    pub(crate) fn keep(&self, path: String, branch: String, writer: Arc<TableWriter>) {
+        self.write().insert((path, branch), writer);
+    }
+
+    /// Drop `writer` from the warm set, if it is still the one there (after a fence).
+    pub(crate) fn evict(&self, writer: &Arc<TableWriter>) {
+        self.write().retain(|_, w| !Arc::ptr_eq(w, writer));
+    }
+
+    /// Take every warm writer out (to close them).
+    pub(crate) fn take_all(&self) -> Vec<Arc<TableWriter>> {
+        self.write().drain().map(|(_, w)| w).collect()
+    }
+
+    /// Note an acknowledged write (starts the max-lag clock if it is not running).
+    pub(crate) fn acknowledged(&self) {
+        let mut oldest = self
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        oldest.get_or_insert_with(Instant::now);
+    }
+
+    /// When the oldest write no fold has cut yet was acknowledged.
+    pub(crate) fn oldest_unfolded(&self) -> Option<Instant> {
+        *self
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Stop the max-lag clock (a fold is cutting); [`Streaming::restore_oldest`] restarts
+    /// it if the fold fails.
+    pub(crate) fn take_oldest(&self) -> Option<Instant> {
+        self.oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    pub(crate) fn restore_oldest(&self, at: Option<Instant>) {
+        let mut oldest = self
+            .oldest_unfolded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        *oldest = match (*oldest, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    /// Remember the last fold's error; true when it differs from what was remembered.
+    pub(crate) fn set_fold_error(&self, error: Option<String>) -> bool {
+        let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = last.as_ref() != Some(&error);
+        *last = Some(error);
+        changed
+    }
+}

@@ -1,0 +1,248 @@
+//! The HTTP form of every [`GraphOps`] operation, defined once beside the trait. A client
+//! that can send a [`WireRequest`] and hand back the answer (a [`Transport`]) offers every
+//! operation; `tributary serve` answers each at the route named here. Rows travel as an
+//! Arrow IPC stream and results as the engine's own types (JSON), so a remote run prints
+//! exactly what an embedded one does.
+
+use std::time::Duration;
+
+use arrow_array::RecordBatch;
+use serde::de::DeserializeOwned;
+
+use crate::{
+    At, CleanupReport, CommitRecord, Direction, Error, ErrorKind, FoldOutcome, GraphOps,
+    IngestStatus, LoadMode, LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, Result,
+    SearchQuery, View,
+};
+
+/// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireMethod {
+    Get,
+    Post,
+}
+
+/// One request to a graph on a server: a path below `/graphs/{id}`, its query, a body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireRequest {
+    pub method: WireMethod,
+    /// Below `/graphs/{id}`, path segments already percent-encoded (`/types/Person`).
+    pub path: String,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<String>,
+    /// The answer is rows: ask for them as an Arrow IPC stream.
+    pub wants_rows: bool,
+}
+
+impl WireRequest {
+    fn new(method: WireMethod, path: String) -> WireRequest {
+        WireRequest {
+            method,
+            path,
+            query: Vec::new(),
+            body: None,
+            wants_rows: false,
+        }
+    }
+
+    fn get(path: impl Into<String>) -> WireRequest {
+        WireRequest::new(WireMethod::Get, path.into())
+    }
+
+    fn post(path: impl Into<String>) -> WireRequest {
+        WireRequest::new(WireMethod::Post, path.into())
+    }
+
+    fn query(mut self, name: &'static str, value: impl ToString) -> WireRequest {
+        self.query.push((name, value.to_string()));
+        self
+    }
+
+    fn query_opt(self, name: &'static str, value: Option<impl ToString>) -> WireRequest {
+        match value {
+            Some(value) => self.query(name, value),
+            None => self,
+        }
+    }
+
+    fn at(self, at: &At) -> WireRequest {
+        match at {
+            At::Branch(branch) => self.query("branch", branch),
+            At::Commit(commit) => self.query("commit", commit),
+        }
+    }
+
+    fn view(self, view: &View) -> WireRequest {
+        let request = self.at(&view.at);
+        if view.fresh {
+            request.query("fresh", true)
+        } else {
+            request
+        }
+    }
+
+    fn rows(mut self) -> WireRequest {
+        self.wants_rows = true;
+        self
+    }
+}
+
+/// What sends a [`WireRequest`] to a graph on a server.
+#[async_trait::async_trait]
+pub trait Transport: Send + Sync {
+    /// The body of a successful answer; an error answer becomes the error an embedded run
+    /// would report, of the kind the server named.
+    async fn send(&self, request: WireRequest) -> Result<Vec<u8>>;
+}
+
+fn unreadable(what: &str, error: impl std::fmt::Display) -> Error {
+    Error::remote(
+        ErrorKind::Internal,
+        format!("unreadable {what} from the server: {error}"),
+    )
+}
+
+fn json<T: DeserializeOwned>(body: Vec<u8>) -> Result<T> {
+    serde_json::from_slice(&body).map_err(|e| unreadable("answer", e))
+}
+
+/// Rows sent as an Arrow IPC stream, as one batch.
+fn rows(body: Vec<u8>) -> Result<RecordBatch> {
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)
+        .map_err(|e| unreadable("rows", e))?;
+    let schema = reader.schema();
+    let batches = reader
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unreadable("rows", e))?;
+    arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| unreadable("rows", e))
+}
+
+/// Percent-encode one path segment.
+pub fn encode(segment: &str) -> String {
+    let mut out = String::new();
+    for byte in segment.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+#[async_trait::async_trait]
+impl<T: Transport> GraphOps for T {
+    async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
+        let mode = match options.mode {
+            LoadMode::Upsert => "upsert",
+            LoadMode::Insert => "insert",
+        };
+        let mut request = WireRequest::post("/load")
+            .query("branch", &options.branch)
+            .query("mode", mode);
+        request.body = Some(text.to_owned());
+        json(self.send(request).await?)
+    }
+
+    async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
+        let view = View {
+            at: options.at.clone(),
+            fresh: options.fresh,
+        };
+        let request = WireRequest::get(format!("/types/{}", encode(type_name)))
+            .view(&view)
+            .query_opt("filter", options.filter.as_ref())
+            .query_opt("select", options.select.as_ref().map(|s| s.join(",")))
+            .query_opt("limit", options.limit)
+            .rows();
+        rows(self.send(request).await?)
+    }
+
+    async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>> {
+        let path = format!("/types/{}/{}", encode(type_name), encode(key));
+        match self.send(WireRequest::get(path).view(view).rows()).await {
+            Ok(body) => rows(body).map(Some),
+            Err(error) if error.kind() == ErrorKind::NoRow => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn neighbors(
+        &self,
+        type_name: &str,
+        key: &str,
+        edge: &str,
+        direction: Direction,
+        view: &View,
+    ) -> Result<RecordBatch> {
+        let way = match direction {
+            Direction::Out => "out",
+            Direction::In => "in",
+        };
+        let path = format!("/neighbors/{}/{}", encode(type_name), encode(key));
+        let request = WireRequest::get(path)
+            .view(view)
+            .query("edge", edge)
+            .query("direction", way)
+            .rows();
+        rows(self.send(request).await?)
+    }
+
+    async fn search(
+        &self,
+        type_name: &str,
+        query: &SearchQuery,
+        k: usize,
+        view: &View,
+    ) -> Result<RecordBatch> {
+        let request = WireRequest::get(format!("/search/{}", encode(type_name))).view(view);
+        let request = match query {
+            SearchQuery::Text(text) => request.query("text", text),
+            SearchQuery::Nearest(vector) => {
+                let vector = serde_json::to_string(vector)
+                    .map_err(|e| Error::remote(ErrorKind::InvalidInput, e.to_string()))?;
+                request.query("nearest", vector)
+            }
+        };
+        rows(self.send(request.query("k", k).rows()).await?)
+    }
+
+    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
+        let request = WireRequest::get("/commits")
+            .query("branch", branch)
+            .query("limit", limit);
+        json(self.send(request).await?)
+    }
+
+    async fn schema(&self) -> Result<String> {
+        let body = self.send(WireRequest::get("/schema")).await?;
+        String::from_utf8(body).map_err(|e| unreadable("schema", e))
+    }
+
+    async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
+        let request = WireRequest::get("/ingest/status").query("branch", branch);
+        json(self.send(request).await?)
+    }
+
+    async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome> {
+        let request = WireRequest::post("/ingest/fold")
+            .query("branch", branch)
+            .query("halt", policy == RejectPolicy::Halt);
+        json(self.send(request).await?)
+    }
+
+    async fn rejects(&self, at: &At) -> Result<RecordBatch> {
+        rows(
+            self.send(WireRequest::get("/rejects").at(at).rows())
+                .await?,
+        )
+    }
+
+    async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
+        let request = WireRequest::post("/cleanup").query("older_than_s", older_than.as_secs());
+        json(self.send(request).await?)
+    }
+}

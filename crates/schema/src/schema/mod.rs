@@ -1,0 +1,27 @@
+//! The schema language: source text → validated [`Catalog`].
+
+mod catalog;
+mod error;
+mod lexer;
+mod lower;
+mod parser;
+
+pub use catalog::{
+    Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,
+    Number, RangeBound, StreamOptions, TypeDef, TypeKind,
+};
+pub use error::{Position, SchemaError};
+
+impl Catalog {
+    /// Parse and validate a schema: source text → declarations → the lowered catalog.
+    /// The catalog's data types know nothing of the parser; the parser and the lowering
+    /// build them.
+    pub fn parse(source: &str) -> Result<Catalog, SchemaError> {
+        let declarations = parser::parse(source)?;
+        let types = lower::lower(declarations)?;
+        Ok(Catalog {
+            source: source.to_owned(),
+            types,
+        })
+    }
+}

@@ -1,0 +1,28 @@
+//! Every graph write, load or fold, and what they share:
+//!
+//! - the commit protocol (stage → sidecar → commit tables → one publish → delete sidecar)
+//!   and its recovery ([`commit`], [`intent`]);
+//! - the branch write lease, one graph writer per branch across processes ([`lease`]);
+//! - the constraint checker, the one place endpoints, `@card` and `@unique` are enforced
+//!   ([`constraints`]);
+//! - the fold: durable MemWAL generations → one graph commit, exactly once; its dead
+//!   letters ([`rejects`]);
+//! - index upkeep ([`indexes`]).
+
+pub mod commit;
+pub mod constraints;
+mod error;
+pub mod indexes;
+pub mod intent;
+pub mod lease;
+pub mod lookup;
+pub mod rejects;
+mod run;
+
+pub use commit::{commit_intent, recover_intent, GraphTarget, Recovered, StagedWrite};
+pub use constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables, Violation};
+pub use error::{Error, Result};
+pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
+pub use lease::{BranchLease, LEASE_DIR};
+pub use rejects::{rejects_schema, REJECTS_PATH};
+pub use run::{fold_pending, FoldOutcome, FoldSettings, RejectPolicy, FOLD_ACTOR};

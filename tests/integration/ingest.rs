@@ -1,4 +1,6 @@
-use tributary::{ErrorKind, Graph, IngestAck, OpCounter, ReadOptions};
+use tributary::{
+    BranchName, ErrorKind, Graph, IngestAck, IngestOptions, OpCounter, ReadOptions, StreamLine,
+};
 use tributary_tests::{company, memwal_files, ndjson, person, temp_graph, wal_entries};
 
 async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
@@ -186,10 +188,10 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
 
     let publisher = graph.publisher();
     use tributary_publisher::Publisher;
-    let mut head = publisher.head("main").await.unwrap();
+    let mut head = publisher.head(&BranchName::main()).await.unwrap();
     for _ in 0..1_000 {
         let plan = tributary_publisher::PublishPlan {
-            branch: "main".into(),
+            branch: BranchName::main(),
             expected_head: Some(head.id.clone()),
             tables: Default::default(),
             rows_written: Default::default(),
@@ -429,4 +431,50 @@ async fn an_abandoned_send_leaves_its_group_whole() {
     let ids = ids_after_close(writer, &uri).await;
     assert_eq!(ids.len(), 9, "{ids:?}");
     assert!(ids.contains(&"gone-0".to_owned()), "{ids:?}");
+}
+
+/// Strict mode is the ingestor's: it stops at the first invalid or unreadable line and
+/// writes only the lines before it; otherwise such lines are rejected one by one.
+#[tokio::test]
+async fn a_strict_ingestor_stops_at_the_first_bad_line_and_writes_only_those_before() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let (ada, bob, cy) = (person("ada", 1), person("bob", 2), person("cy", 3));
+    let lines = [
+        StreamLine::Text(&ada),
+        StreamLine::Unreadable("the line is not UTF-8"),
+        StreamLine::Text(&bob),
+    ];
+    let lenient = graph.ingest("main").unwrap();
+    let ack = lenient.send_lines(1, &lines).await.unwrap();
+    assert_eq!((ack.durable_rows, ack.through_line), (2, 3));
+    assert_eq!(ack.rejected.len(), 1);
+    assert_eq!(ack.rejected[0].line, 2);
+    assert_eq!(ack.stopped_at, None);
+
+    let strict = graph
+        .ingestor(&IngestOptions {
+            strict: true,
+            ..IngestOptions::default()
+        })
+        .unwrap();
+    let lines = [
+        StreamLine::Text(&cy),
+        StreamLine::Text("{\"type\":\"Person\",\"data\":{\"name\":\"dee\",\"age\":-1}}"),
+        StreamLine::Unreadable("the line is not UTF-8"),
+    ];
+    let ack = strict.send_lines(10, &lines).await.unwrap();
+    assert_eq!((ack.durable_rows, ack.through_line), (1, 11));
+    assert_eq!(ack.rejected.len(), 1);
+    assert_eq!(ack.stopped_at.as_ref().map(|e| e.line), Some(11));
+    assert_eq!(
+        ack.stopped_at.as_ref().and_then(|e| e.field.as_deref()),
+        Some("age")
+    );
+
+    graph.fold("main").await.unwrap();
+    let people = graph
+        .read("Person", &tributary::ReadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(people.num_rows(), 3, "ada, bob and cy; not dee");
 }

@@ -304,3 +304,106 @@ async fn init_refuses_an_existing_graph_and_a_bad_schema() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::NotFound);
 }
+
+/// The load and the fold check constraints with one checker: the same broken constraint
+/// reads the same, whichever path met it.
+#[tokio::test]
+async fn a_load_and_a_fold_report_a_broken_constraint_in_the_same_words() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let with_email = |name: &str, email: &str| {
+        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
+    };
+    graph
+        .load(
+            &ndjson(&[with_email("ada", "a@x.org")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    let ingest = graph.ingest("main").unwrap();
+    let broken = ndjson(&[with_email("bob", "a@x.org"), edge("Knows", "ada", "ghost")]);
+    ingest.send(1, &broken).await.unwrap();
+    graph.fold("main").await.unwrap();
+    let rejects = graph.rejects(&At::default()).await.unwrap();
+    let messages = rejects
+        .column_by_name("message")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    let mut folded: Vec<String> = messages.iter().flatten().map(str::to_owned).collect();
+    folded.sort();
+
+    let error = graph
+        .load(&broken, &LoadOptions::default())
+        .await
+        .unwrap_err();
+    let mut loaded: Vec<String> = error
+        .line_errors()
+        .iter()
+        .map(|e| e.reason.clone())
+        .collect();
+    loaded.sort();
+    assert_eq!(loaded.len(), 2, "{error}");
+    assert_eq!(folded, loaded);
+    assert!(
+        loaded.iter().any(|m| m.contains("is not unique"))
+            && loaded
+                .iter()
+                .any(|m| m.contains("Person `ghost` does not exist")),
+        "{loaded:?}"
+    );
+}
+
+/// A load is a whole request, so it is held to a `@card` minimum; a fold folds part of a
+/// stream (the other edges may come in a later fold), so it is held to the maximum only.
+#[tokio::test]
+async fn a_load_is_held_to_a_card_minimum_and_a_fold_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("graph").to_string_lossy().into_owned();
+    let schema = "node P @stream { name: String @key }\nedge Two: P -> P @card(2..3) @stream\n";
+    let graph = tributary::Graph::init(&uri, schema).await.unwrap();
+    let node = |name: &str| format!(r#"{{"type":"P","data":{{"name":"{name}"}}}}"#);
+    let nodes: Vec<String> = ["p1", "p2", "p3", "p4", "p5"].map(node).to_vec();
+    graph
+        .load(&ndjson(&nodes), &LoadOptions::default())
+        .await
+        .unwrap();
+
+    let error = graph
+        .load(&ndjson(&[edge("Two", "p1", "p2")]), &LoadOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    assert_eq!(error.line_errors()[0].field.as_deref(), Some("from"));
+    assert!(
+        error.line_errors()[0]
+            .reason
+            .contains("@card(2..3) needs at least 2"),
+        "{error}"
+    );
+    let two = ndjson(&[edge("Two", "p1", "p2"), edge("Two", "p1", "p3")]);
+    graph.load(&two, &LoadOptions::default()).await.unwrap();
+    let error = graph
+        .load(
+            &ndjson(&[edge("Two", "p1", "p4"), edge("Two", "p1", "p5")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        error.line_errors()[0].reason.contains("allows at most 3"),
+        "{error}"
+    );
+    assert_eq!(error.line_errors()[0].line, 2, "the edge past the maximum");
+
+    let ingest = graph.ingest("main").unwrap();
+    ingest
+        .send(1, &ndjson(&[edge("Two", "p2", "p1")]))
+        .await
+        .unwrap();
+    let folded = graph.fold("main").await.unwrap();
+    assert_eq!(folded.rejected, 0);
+    assert_eq!(folded.rows.get("Two"), Some(&1));
+    assert_eq!(rows(&graph, "Two").await, 3);
+}

@@ -1,14 +1,14 @@
 use std::collections::BTreeMap;
 
 use tributary_publisher::{
-    CommitKind, CommitRecord, Error, ManifestCasPublisher, PublishPlan, Publisher,
+    BranchName, CommitKind, CommitRecord, Error, ManifestCasPublisher, PublishPlan, Publisher,
 };
 use tributary_storage::{GraphStore, OpCounter};
 use tributary_tests::temp_graph;
 
 fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
     PublishPlan {
-        branch: "main".into(),
+        branch: BranchName::main(),
         expected_head: Some(head.id.clone()),
         tables: BTreeMap::new(),
         rows_written: BTreeMap::from([("nodes/Person.lance".to_owned(), 1)]),
@@ -30,7 +30,7 @@ async fn two_publishers_racing_on_one_head_one_wins() {
     let b = ManifestCasPublisher::open(&GraphStore::new(&uri).unwrap())
         .await
         .unwrap();
-    let head = a.head("main").await.unwrap();
+    let head = a.head(&BranchName::main()).await.unwrap();
     let (ra, rb) = tokio::join!(
         a.publish(plan_on(&head, "a")),
         b.publish(plan_on(&head, "b"))
@@ -54,14 +54,14 @@ async fn two_publishers_racing_on_one_head_one_wins() {
         other => panic!("the loser must get a conflict, got {other}"),
     }
     // The loser re-reads and succeeds on the new head.
-    let new_head = loser_pub.head("main").await.unwrap();
+    let new_head = loser_pub.head(&BranchName::main()).await.unwrap();
     assert_eq!(new_head.id, winner.id);
     let retried = loser_pub
         .publish(plan_on(&new_head, "retry"))
         .await
         .unwrap();
     assert_eq!(retried.parent.as_deref(), Some(winner.id.as_str()));
-    let log = a.log("main", 10).await.unwrap();
+    let log = a.log(&BranchName::main(), 10).await.unwrap();
     let ids: Vec<&str> = log.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -73,7 +73,7 @@ async fn two_publishers_racing_on_one_head_one_wins() {
 async fn a_stale_expected_head_is_a_conflict_and_publishes_nothing() {
     let (_dir, _uri, graph) = temp_graph().await;
     let publisher = graph.publisher();
-    let head = publisher.head("main").await.unwrap();
+    let head = publisher.head(&BranchName::main()).await.unwrap();
     let next = publisher.publish(plan_on(&head, "first")).await.unwrap();
     let version = publisher.manifest_version().await.unwrap();
     let error = publisher
@@ -81,18 +81,21 @@ async fn a_stale_expected_head_is_a_conflict_and_publishes_nothing() {
         .await
         .unwrap_err();
     assert!(matches!(error, Error::Conflict { .. }), "{error}");
-    assert_eq!(publisher.head("main").await.unwrap().id, next.id);
+    assert_eq!(
+        publisher.head(&BranchName::main()).await.unwrap().id,
+        next.id
+    );
     assert_eq!(
         publisher.manifest_version().await.unwrap(),
         version,
         "no manifest version was written"
     );
     assert!(matches!(
-        publisher.head("nope").await,
+        publisher.head(&BranchName::new("nope").unwrap()).await,
         Err(Error::BranchNotFound { .. })
     ));
     assert!(matches!(
-        publisher.commit("nope").await,
+        publisher.commit(&"nope".into()).await,
         Err(Error::CommitNotFound { .. })
     ));
 }
@@ -101,7 +104,7 @@ async fn a_stale_expected_head_is_a_conflict_and_publishes_nothing() {
 async fn snapshot_resolution_pins_exact_table_versions() {
     let (_dir, _uri, graph) = temp_graph().await;
     let publisher = graph.publisher();
-    let first = publisher.head("main").await.unwrap();
+    let first = publisher.head(&BranchName::main()).await.unwrap();
     let mut plan = plan_on(&first, "t");
     plan.tables.insert("nodes/Person.lance".into(), 7);
     let second = publisher.publish(plan).await.unwrap();
@@ -128,7 +131,7 @@ async fn measure(
         let before = counter.snapshot();
         *head = publisher.publish(plan_on(head, "cost")).await.unwrap();
         let published = counter.snapshot();
-        let resolved = publisher.head("main").await.unwrap();
+        let resolved = publisher.head(&BranchName::main()).await.unwrap();
         assert_eq!(resolved.id, head.id);
         publish_ops += published.since(&before).total();
         open_ops += counter.snapshot().since(&published).total();
@@ -154,7 +157,7 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
         .await
         .unwrap();
     let publisher = graph.publisher();
-    let mut head = publisher.head("main").await.unwrap();
+    let mut head = publisher.head(&BranchName::main()).await.unwrap();
     let mut depth = 1;
     while depth < 10 {
         head = publisher.publish(plan_on(&head, "fill")).await.unwrap();
@@ -180,7 +183,34 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
         "snapshot cost grew: {open_10} -> {open_1000}"
     );
     assert_eq!(
-        publisher.log("main", 2_000).await.unwrap().len(),
+        publisher.log(&BranchName::main(), 2_000).await.unwrap().len(),
         depth + WINDOW
     );
+}
+
+/// A branch name names manifest keys and lease folders: one that could leave its folder,
+/// or read as an option, is refused where it enters, and a manifest never yields one.
+#[test]
+fn branch_names_that_could_leave_their_folder_are_refused() {
+    for good in ["main", "dev-2", "feature.x", "a_b", "Z9"] {
+        assert!(BranchName::new(good).is_ok(), "{good}");
+    }
+    let long = "b".repeat(65);
+    for bad in [
+        "",
+        "../x",
+        "a/b",
+        ".hidden",
+        "-rf",
+        "a b",
+        "é",
+        long.as_str(),
+    ] {
+        let error = BranchName::new(bad).unwrap_err();
+        assert!(error.to_string().contains("is not a branch name"), "{bad}");
+    }
+    let parsed: Result<BranchName, _> = serde_json::from_str("\"../up\"");
+    assert!(parsed.is_err());
+    let error = tributary::At::branch("../up").unwrap_err();
+    assert_eq!(error.kind(), tributary::ErrorKind::InvalidInput);
 }

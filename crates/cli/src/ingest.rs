@@ -101,7 +101,7 @@ async fn stream(
     stop_requested: impl std::future::Future<Output = ()>,
 ) -> Result<(Totals, Option<Stop>, f64, Option<String>), Failure> {
     let ingestor = graph.ingestor(&IngestOptions {
-        branch: args.branch.clone(),
+        branch: tributary::branch(&args.branch)?,
         strict: args.strict,
     })?;
     if args.fold {
@@ -161,7 +161,7 @@ async fn stream(
             biased;
             _ = &mut stop_requested => stop = Some(Stop::Signal),
             folded = graph.fold(&args.branch) => {
-                fold_commit = folded?.commit.map(|c| c.id);
+                fold_commit = folded?.commit.map(|c| c.id.to_string());
             }
         }
     }

@@ -226,10 +226,10 @@ struct AtArgs {
 }
 
 impl AtArgs {
-    fn at(&self) -> At {
+    fn at(&self) -> tributary::Result<At> {
         match &self.commit {
-            Some(commit) => At::Commit(commit.clone()),
-            None => At::Branch(self.branch.clone()),
+            Some(commit) => Ok(At::Commit(commit.as_str().into())),
+            None => At::branch(&self.branch),
         }
     }
 }
@@ -245,11 +245,11 @@ struct ViewArgs {
 }
 
 impl ViewArgs {
-    fn view(&self) -> View {
-        View {
-            at: self.at.at(),
+    fn view(&self) -> tributary::Result<View> {
+        Ok(View {
+            at: self.at.at()?,
             fresh: self.fresh,
-        }
+        })
     }
 }
 
@@ -309,7 +309,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 None => {
                     let opened = Graph::init(&graph, &source).await?;
                     let head = opened.snapshot(&At::default()).await?;
-                    (opened.catalog().types.len(), head.id)
+                    (opened.catalog().types.len(), head.id.to_string())
                 }
             };
             let rows = vec![
@@ -332,7 +332,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 ModeArg::Insert => LoadMode::Insert,
             };
             let options = LoadOptions {
-                branch,
+                branch: tributary::branch(&branch)?,
                 mode,
                 ..Default::default()
             };
@@ -342,7 +342,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 .iter()
                 .map(|(ty, n)| (ty.clone(), n.to_string()))
                 .collect();
-            rows.push(("commit".to_owned(), outcome.commit.id));
+            rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
             emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
         }
         Command::Read {
@@ -355,7 +355,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         } => {
             let opened = backend::open(&graph, &server).await?;
             let options = ReadOptions {
-                at: view.at.at(),
+                at: view.at.at()?,
                 filter,
                 select,
                 limit,
@@ -371,7 +371,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             view,
         } => {
             let opened = backend::open(&graph, &server).await?;
-            match opened.get(&r#type, &key, &view.view()).await? {
+            match opened.get(&r#type, &key, &view.view()?).await? {
                 Some(batch) => emit(&mut out, &batch),
                 None => Err(Failure::of(
                     ErrorKind::NoRow,
@@ -394,7 +394,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 Direction::Out
             };
             let batch = opened
-                .neighbors(&r#type, &key, &edge, direction, &view.view())
+                .neighbors(&r#type, &key, &edge, direction, &view.view()?)
                 .await?;
             emit(&mut out, &batch)
         }
@@ -412,7 +412,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 (None, None) => return Err(Failure::usage("search needs --text or --nearest")),
             };
             let opened = backend::open(&graph, &server).await?;
-            let batch = opened.search(&r#type, &query, k, &view.view()).await?;
+            let batch = opened.search(&r#type, &query, k, &view.view()?).await?;
             emit(&mut out, &batch)
         }
         Command::Log {
@@ -490,7 +490,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         }
         Command::Rejects { graph, at } => {
             let opened = backend::open(&graph, &server).await?;
-            let batch = opened.rejects(&at.at()).await?;
+            let batch = opened.rejects(&at.at()?).await?;
             emit(&mut out, &batch)
         }
         Command::Schema { graph } => {

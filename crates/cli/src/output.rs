@@ -129,9 +129,12 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
         Field::new("tables", DataType::Utf8, false),
     ]);
     let columns: Vec<ArrayRef> = vec![
-        strings(&|c| c.id.clone()),
+        strings(&|c| c.id.to_string()),
         Arc::new(StringArray::from(
-            commits.iter().map(|c| c.parent.clone()).collect::<Vec<_>>(),
+            commits
+                .iter()
+                .map(|c| c.parent.as_ref().map(|p| p.to_string()))
+                .collect::<Vec<_>>(),
         )),
         strings(&|c| c.kind.to_string()),
         strings(&|c| c.actor.clone()),
@@ -188,7 +191,7 @@ pub fn fold_batch(outcome: &tributary::FoldOutcome) -> RecordBatch {
         outcome
             .commit
             .as_ref()
-            .map(|c| c.id.clone())
+            .map(|c| c.id.to_string())
             .unwrap_or_else(|| "none (nothing pending)".to_owned()),
     ));
     pairs_batch(("type", "rows"), &rows)
@@ -280,7 +283,7 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
         )),
         Arc::new(StringArray::from(
             rows.iter()
-                .map(|_| status.last_fold.clone())
+                .map(|_| status.last_fold.as_deref())
                 .collect::<Vec<_>>(),
         )),
         Arc::new(StringArray::from(

@@ -11,7 +11,7 @@ use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage};
 use tributary_publisher::MANIFEST_PATH;
 
 use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
-use crate::graph::{At, Graph, MAIN_BRANCH};
+use crate::graph::{At, Graph};
 
 /// Manifest versions younger than this (seconds) are never removed.
 const MANIFEST_MIN_RETENTION_S: i64 = 60;
@@ -36,7 +36,7 @@ impl Graph {
         let cutoff = Utc::now()
             - chrono::Duration::from_std(older_than)
                 .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
-        let head = self.snapshot(&At::Branch(MAIN_BRANCH.to_owned())).await?;
+        let head = self.snapshot(&At::default()).await?;
         let mut report = CleanupReport::default();
         let mut tables: Vec<String> = self.catalog.types.iter().map(|t| t.table_path()).collect();
         tables.push(tributary_write::REJECTS_PATH.to_owned());

@@ -98,6 +98,11 @@ pub enum Error {
     #[snafu(display("{}", describe_lines(errors)))]
     InvalidData { errors: Vec<LineError> },
 
+    #[snafu(display("{source}"))]
+    InvalidBranch {
+        source: tributary_publisher::InvalidBranchName,
+    },
+
     #[snafu(display("unknown type `{name}`"))]
     UnknownType { name: String },
 
@@ -227,6 +232,7 @@ impl Error {
         match self {
             Error::Schema { .. }
             | Error::InvalidData { .. }
+            | Error::InvalidBranch { .. }
             | Error::WrongKind { .. }
             | Error::MainBranchOnly { .. }
             | Error::EmptyLoad

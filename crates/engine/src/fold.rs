@@ -7,12 +7,15 @@ use std::time::{Duration, SystemTime};
 use arrow_array::RecordBatch;
 use snafu::ResultExt;
 use tokio::sync::watch;
-use tributary_memwal_adapter::{drain_shard, enrollment, table_state, wal_tails, TailDepth};
+use tributary_memwal_adapter::{
+    drain_shard, enrollment, table_state, wal_tails, TailDepth, WalTail,
+};
+use tributary_publisher::{BranchName, MAIN_BRANCH};
 use tributary_schema::TypeBatch;
 use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
-use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
+use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
 use crate::streaming::Folder;
 
 /// How often a fold re-plans after another process folded the same generations first.
@@ -79,12 +82,13 @@ impl Graph {
         branch: &str,
         policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
-        self.fold_claiming(branch, policy, Claim::All).await
+        self.fold_claiming(&branch_name(branch)?, policy, Claim::All)
+            .await
     }
 
     async fn fold_claiming(
         &self,
-        branch: &str,
+        branch: &BranchName,
         policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
@@ -95,7 +99,7 @@ impl Graph {
     }
 
     /// The fold of the background folder: it leaves the WAL tails of live writers alone.
-    async fn fold_in_background(&self, branch: &str) -> Result<FoldOutcome> {
+    async fn fold_in_background(&self, branch: &BranchName) -> Result<FoldOutcome> {
         let claim = Claim::IdleFor(self.settings.triggers.stranded_after);
         self.fold_claiming(branch, self.settings.fold.policy, claim)
             .await
@@ -104,14 +108,14 @@ impl Graph {
     async fn fold_locked_with(
         &self,
         turn: &WriteTurn,
-        branch: &str,
+        branch: &BranchName,
         policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
         if branch != MAIN_BRANCH {
             return Err(Error::MainBranchOnly {
                 operation: "a fold",
-                branch: branch.to_owned(),
+                branch: branch.to_string(),
             });
         }
         self.recover_intents(Some(branch)).await?;
@@ -148,7 +152,7 @@ impl Graph {
     async fn fold_once(
         &self,
         turn: &WriteTurn,
-        branch: &str,
+        branch: &BranchName,
         policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
         let settings = tributary_write::FoldSettings {
@@ -190,15 +194,8 @@ impl Graph {
             Claim::All => None,
             Claim::IdleFor(idle) => Some(idle),
         };
-        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
-            let path = ty.table_path();
-            if self.streaming.writer(&path, branch).is_some() {
-                continue;
-            }
-            let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
-                .await
-                .map_err(Error::from_memwal)?
-                .unwrap_or_default();
+        for path in self.tables_without_writer(branch) {
+            let tails = self.wal_tails(&path, idle_for).await?;
             if tails.is_empty() {
                 continue;
             }
@@ -222,7 +219,7 @@ impl Graph {
     pub(crate) async fn fold_before_load(
         &self,
         turn: &WriteTurn,
-        branch: &str,
+        branch: &BranchName,
         batches: &[TypeBatch],
     ) -> Result<()> {
         let streamed = batches.iter().any(|b| {
@@ -317,28 +314,43 @@ impl Graph {
     /// `stranded_after`: rows a writer that is gone left behind.
     async fn stranded(&self, branch: &str) -> Result<bool> {
         let idle_for = Some(self.settings.triggers.stranded_after);
-        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
-            let path = ty.table_path();
-            if self.streaming.writer(&path, branch).is_some() {
-                continue;
-            }
-            let tails = wal_tails(&self.store, &path, TailDepth::Presence, idle_for)
-                .await
-                .map_err(Error::from_memwal)?;
-            if tails.is_some_and(|t| !t.is_empty()) {
+        for path in self.tables_without_writer(branch) {
+            if !self.wal_tails(&path, idle_for).await?.is_empty() {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
+    /// The `@stream` tables of `branch` that no writer of this process holds: their WAL
+    /// tails, if any, were left by writers elsewhere (or gone).
+    fn tables_without_writer(&self, branch: &str) -> Vec<String> {
+        self.catalog
+            .types
+            .iter()
+            .filter(|t| t.stream.is_some())
+            .map(|t| t.table_path())
+            .filter(|path| self.streaming.writer(path, branch).is_none())
+            .collect()
+    }
+
+    /// The shards of `path` whose WAL holds rows no generation does (with no append for
+    /// `idle_for`, when given).
+    async fn wal_tails(&self, path: &str, idle_for: Option<Duration>) -> Result<Vec<WalTail>> {
+        Ok(wal_tails(&self.store, path, TailDepth::Presence, idle_for)
+            .await
+            .map_err(Error::from_memwal)?
+            .unwrap_or_default())
+    }
+
     /// Start folding `branch` in the background whenever a trigger fires. The folder holds
     /// no strong reference: it ends when the graph is dropped, or at [`Graph::close`].
     pub async fn start_folder(self: &Arc<Self>, branch: &str) -> Result<()> {
+        let branch = branch_name(branch)?;
         if branch != MAIN_BRANCH {
             return Err(Error::MainBranchOnly {
                 operation: "the background folder",
-                branch: branch.to_owned(),
+                branch: branch.to_string(),
             });
         }
         let mut folder = self.streaming.folder.lock().await;
@@ -346,7 +358,6 @@ impl Graph {
             return Ok(());
         }
         let graph = Arc::downgrade(self);
-        let branch = branch.to_owned();
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             // After a failed fold, wait longer before the next attempt (a halted fold

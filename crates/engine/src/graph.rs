@@ -9,32 +9,46 @@ use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
 use tokio::sync::{Mutex, OwnedMutexGuard};
-use tributary_publisher::{CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord};
+use tributary_publisher::{
+    BranchName, CommitId, CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord,
+};
 use tributary_schema::{Catalog, TypeDef, TypeKind};
 use tributary_storage::{GraphStore, OpCounter};
 use tributary_write::BranchLease;
 
 use crate::error::{
-    LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu, UnknownTypeSnafu, WrongKindSnafu,
+    InvalidBranchSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu,
+    UnknownTypeSnafu, WrongKindSnafu,
 };
 use crate::streaming::{FoldTriggers, Streaming};
 
-pub const MAIN_BRANCH: &str = "main";
 const INIT_ACTOR: &str = "tributary:init";
 
 /// Which commit a read or write starts from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum At {
     /// The head of a branch.
-    Branch(String),
+    Branch(BranchName),
     /// One commit, by id.
-    Commit(String),
+    Commit(CommitId),
 }
 
 impl Default for At {
     fn default() -> Self {
-        At::Branch(MAIN_BRANCH.to_owned())
+        At::Branch(BranchName::main())
     }
+}
+
+impl At {
+    /// The head of the branch named `name` (checked: see [`BranchName`]).
+    pub fn branch(name: &str) -> Result<At> {
+        branch(name).map(At::Branch)
+    }
+}
+
+/// The branch named `name`, or an invalid-input error that says what a name may hold.
+pub fn branch(name: &str) -> Result<BranchName> {
+    BranchName::new(name).context(InvalidBranchSnafu)
 }
 
 /// An open graph. Cheap to share behind an `Arc`; writes to one branch are serialized.
@@ -44,7 +58,7 @@ pub struct Graph {
     pub(crate) publisher: ManifestCasPublisher,
     /// One write queue per branch: this process's loads and folds of a branch run one at a
     /// time, and each, once at the front, takes the branch's lease across processes.
-    write_queues: Mutex<HashMap<String, Arc<Mutex<()>>>>,
+    write_queues: Mutex<HashMap<BranchName, Arc<Mutex<()>>>>,
     pub(crate) settings: GraphSettings,
     pub(crate) streaming: Streaming,
 }
@@ -168,7 +182,7 @@ impl Graph {
     /// Commits of `branch`, newest first.
     pub async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
         self.publisher
-            .log(branch, limit)
+            .log(&self::branch(branch)?, limit)
             .await
             .context(PublishSnafu)
     }
@@ -218,10 +232,10 @@ impl Graph {
     /// The turn to write `branch`: its queue in this process, then its lease across
     /// processes (see [`tributary_write::lease`]). Hold it from before the write reads the
     /// head until after it publishes, and [`WriteTurn::end`] it.
-    pub(crate) async fn write_turn(&self, branch: &str) -> Result<WriteTurn> {
+    pub(crate) async fn write_turn(&self, branch: &BranchName) -> Result<WriteTurn> {
         let queue = {
             let mut queues = self.write_queues.lock().await;
-            queues.entry(branch.to_owned()).or_default().clone()
+            queues.entry(branch.clone()).or_default().clone()
         };
         let queued = queue.lock_owned().await;
         let lease = BranchLease::acquire(&self.store, branch).await?;

@@ -9,10 +9,11 @@ use std::sync::Arc;
 use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
 use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
+use tributary_publisher::{BranchName, MAIN_BRANCH};
 use tributary_schema::{Decoder, LineError, TypeBatch};
 
 use crate::error::{Error, Result};
-use crate::graph::{Graph, MAIN_BRANCH};
+use crate::graph::Graph;
 
 /// What one send made durable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,7 +31,7 @@ pub struct IngestAck {
 /// How a stream is ingested.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IngestOptions {
-    pub branch: String,
+    pub branch: BranchName,
     /// Stop at the first invalid line (acknowledging only the lines before it) instead of
     /// rejecting invalid lines one by one and going on.
     pub strict: bool,
@@ -39,7 +40,7 @@ pub struct IngestOptions {
 impl Default for IngestOptions {
     fn default() -> Self {
         IngestOptions {
-            branch: MAIN_BRANCH.to_owned(),
+            branch: BranchName::main(),
             strict: false,
         }
     }
@@ -57,7 +58,7 @@ pub enum StreamLine<'a> {
 /// group-commits their WAL appends).
 pub struct Ingestor<'g> {
     graph: &'g Graph,
-    branch: String,
+    branch: BranchName,
     strict: bool,
 }
 
@@ -65,7 +66,7 @@ impl Graph {
     /// Start streaming writes to `branch`.
     pub fn ingest(&self, branch: &str) -> Result<Ingestor<'_>> {
         self.ingestor(&IngestOptions {
-            branch: branch.to_owned(),
+            branch: crate::graph::branch(branch)?,
             ..IngestOptions::default()
         })
     }
@@ -75,7 +76,7 @@ impl Graph {
         if options.branch != MAIN_BRANCH {
             return Err(Error::MainBranchOnly {
                 operation: "streaming ingest",
-                branch: options.branch.clone(),
+                branch: options.branch.to_string(),
             });
         }
         Ok(Ingestor {

@@ -54,7 +54,7 @@ pub mod wire;
 
 pub use cleanup::CleanupReport;
 pub use error::{Error, ErrorKind, Result};
-pub use graph::{At, Graph, GraphBuilder, GraphSettings, MAIN_BRANCH};
+pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
 pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
@@ -63,7 +63,9 @@ pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
-pub use tributary_publisher::{CommitKind, CommitRecord, FoldedShard};
+pub use tributary_publisher::{
+    BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, MAIN_BRANCH,
+};
 pub use tributary_schema::{Catalog, LineError};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{

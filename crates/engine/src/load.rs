@@ -9,14 +9,14 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_publisher::{CommitKind, CommitRecord};
+use tributary_publisher::{BranchName, CommitKind, CommitRecord};
 use tributary_schema::{LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
 
 use crate::error::{ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, Result};
-use crate::graph::{At, Graph, WriteTurn, MAIN_BRANCH};
+use crate::graph::{At, Graph, WriteTurn};
 
 /// What to do with a row whose key already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -30,7 +30,7 @@ pub enum LoadMode {
 
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
-    pub branch: String,
+    pub branch: BranchName,
     pub mode: LoadMode,
     pub actor: String,
 }
@@ -38,7 +38,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         LoadOptions {
-            branch: MAIN_BRANCH.to_owned(),
+            branch: BranchName::main(),
             mode: LoadMode::Upsert,
             actor: "tributary:load".to_owned(),
         }

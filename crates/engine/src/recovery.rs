@@ -14,6 +14,7 @@ use tributary_write::{recover_intent, Recovered};
 
 use crate::error::{Result, StorageSnafu};
 use crate::graph::Graph;
+use tributary_publisher::BranchName;
 
 impl Graph {
     /// Resolve every sidecar whose writer is gone. Safe to run at any time, from any
@@ -25,7 +26,7 @@ impl Graph {
     /// [`Graph::recover`] for a writer that holds the write turn of `held_branch`.
     pub(crate) async fn recover_intents(
         &self,
-        held_branch: Option<&str>,
+        held_branch: Option<&BranchName>,
     ) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
         let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
@@ -44,7 +45,7 @@ impl Graph {
         &self,
         id: &str,
         names: &[String],
-        held_branch: Option<&str>,
+        held_branch: Option<&BranchName>,
     ) -> Result<Option<Recovered>> {
         let path = Intent::sidecar_path(id);
         let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
@@ -66,7 +67,7 @@ impl Graph {
         };
         // A writer resolves the intents of its own branch only: waiting for another
         // branch's queue while holding its own could deadlock with a writer there.
-        if held_branch.is_some_and(|held| held != intent.branch) {
+        if held_branch.is_some_and(|held| *held != intent.branch) {
             return Ok(None);
         }
         let age = self.age_of(&path).await?;

@@ -50,7 +50,7 @@ pub struct IngestStatus {
     pub branch: String,
     pub tables: Vec<TableIngestStatus>,
     /// The newest fold commit of the branch, if any.
-    pub last_fold: Option<String>,
+    pub last_fold: Option<tributary_publisher::CommitId>,
     /// Why this process's last fold failed, if it did (under the `halt` policy: the first
     /// offending row).
     pub fold_error: Option<String>,

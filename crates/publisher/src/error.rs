@@ -1,5 +1,7 @@
 use snafu::Snafu;
 
+use crate::ids::{BranchName, CommitId};
+
 #[derive(Debug, Snafu)]
 #[snafu(visibility(pub(crate)))]
 pub enum Error {
@@ -10,9 +12,9 @@ pub enum Error {
         actual.as_deref().unwrap_or("<none>")
     ))]
     Conflict {
-        branch: String,
-        expected: Option<String>,
-        actual: Option<String>,
+        branch: BranchName,
+        expected: Option<CommitId>,
+        actual: Option<CommitId>,
     },
 
     #[snafu(display("branch `{branch}` does not exist"))]

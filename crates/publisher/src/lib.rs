@@ -4,14 +4,16 @@
 //! compare-and-swap. [`ManifestCasPublisher`] does it on the `__manifest` Lance table.
 
 mod error;
+mod ids;
 mod manifest;
 mod record;
 
 use async_trait::async_trait;
 
 pub use error::{Error, Result};
+pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
 pub use manifest::{ManifestCasPublisher, MANIFEST_PATH};
-pub use record::{new_commit_id, CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord};
+pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord};
 
 /// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
 /// publisher later.
@@ -22,13 +24,13 @@ pub trait Publisher: Send + Sync {
     async fn publish(&self, plan: PublishPlan) -> Result<CommitRecord>;
 
     /// The commit at the head of `branch`.
-    async fn head(&self, branch: &str) -> Result<CommitRecord>;
+    async fn head(&self, branch: &BranchName) -> Result<CommitRecord>;
 
     /// One commit by id.
-    async fn commit(&self, id: &str) -> Result<CommitRecord>;
+    async fn commit(&self, id: &CommitId) -> Result<CommitRecord>;
 
     /// Commits of `branch`, newest first, following parents from the head.
-    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>>;
+    async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>>;
 
     /// The graph's schema.
     async fn schema(&self) -> Result<SchemaRecord>;

@@ -27,9 +27,8 @@ use crate::error::{
     AlreadyExistsSnafu, BranchNotFoundSnafu, CommitNotFoundSnafu, CorruptRowSnafu, Error,
     LanceSnafu, NotAGraphSnafu, Result, StorageSnafu,
 };
-use crate::record::{
-    new_commit_id, now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord,
-};
+use crate::ids::{BranchName, CommitId};
+use crate::record::{now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord};
 use crate::Publisher;
 
 pub const MANIFEST_PATH: &str = "__manifest.lance";
@@ -117,9 +116,9 @@ impl ManifestCasPublisher {
             .fail();
         }
         let first = CommitRecord {
-            id: new_commit_id(),
+            id: CommitId::random(),
             parent: None,
-            branch: "main".to_owned(),
+            branch: BranchName::main(),
             actor: actor.to_owned(),
             kind: CommitKind::Schema,
             time_micros: now_micros(),
@@ -130,7 +129,7 @@ impl ManifestCasPublisher {
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
-            (head_key("main"), to_json(&first)),
+            (head_key(&first.branch), to_json(&first)),
             (commit_key(&first.id), to_json(&first)),
         ];
         let uri = store.uri_of(MANIFEST_PATH);
@@ -273,7 +272,7 @@ impl Publisher for ManifestCasPublisher {
             *pinned = (*pinned).max(version);
         }
         let record = CommitRecord {
-            id: plan.commit_id.unwrap_or_else(new_commit_id),
+            id: plan.commit_id.unwrap_or_else(CommitId::random),
             parent: actual,
             branch: plan.branch.clone(),
             actor: plan.actor,
@@ -328,27 +327,31 @@ impl Publisher for ManifestCasPublisher {
         Ok(record)
     }
 
-    async fn head(&self, branch: &str) -> Result<CommitRecord> {
+    async fn head(&self, branch: &BranchName) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
         Self::read_head(&dataset, branch)
             .await?
-            .context(BranchNotFoundSnafu { branch })
+            .context(BranchNotFoundSnafu {
+                branch: branch.as_str(),
+            })
     }
 
-    async fn commit(&self, id: &str) -> Result<CommitRecord> {
+    async fn commit(&self, id: &CommitId) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
         let key = commit_key(id);
         let value = Self::read_row(&dataset, &key)
             .await?
-            .context(CommitNotFoundSnafu { id })?;
+            .context(CommitNotFoundSnafu { id: id.as_str() })?;
         parse(&key, &value)
     }
 
-    async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {
+    async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>> {
         let dataset = self.latest().await?;
         let head = Self::read_head(&dataset, branch)
             .await?
-            .context(BranchNotFoundSnafu { branch })?;
+            .context(BranchNotFoundSnafu {
+                branch: branch.as_str(),
+            })?;
         let rows = Self::read_rows(
             &dataset,
             &format!("starts_with(key, {})", quote(COMMIT_PREFIX)),

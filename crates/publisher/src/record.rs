@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{StorageSnafu, TableNotPinnedSnafu};
+use crate::ids::{BranchName, CommitId};
 
 /// Why a commit was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,9 +35,9 @@ impl fmt::Display for CommitKind {
 /// One graph commit: the exact table versions a snapshot reads, and how it came to be.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitRecord {
-    pub id: String,
-    pub parent: Option<String>,
-    pub branch: String,
+    pub id: CommitId,
+    pub parent: Option<CommitId>,
+    pub branch: BranchName,
     pub actor: String,
     pub kind: CommitKind,
     /// Microseconds since the Unix epoch.
@@ -92,9 +93,9 @@ pub struct FoldedShard {
 /// What a writer asks the publisher to make visible.
 #[derive(Debug, Clone)]
 pub struct PublishPlan {
-    pub branch: String,
+    pub branch: BranchName,
     /// The head this plan was built on; `None` only for a branch's first commit.
-    pub expected_head: Option<String>,
+    pub expected_head: Option<CommitId>,
     /// Tables whose version changes; tables not named keep the parent's version, and a
     /// version below the parent's is raised to it (table history is linear).
     pub tables: BTreeMap<String, u64>,
@@ -104,7 +105,7 @@ pub struct PublishPlan {
     pub intent: Option<String>,
     /// The new commit's id, when the writer needs to know it before publishing (a fold
     /// stamps its dead letters with it); otherwise the publisher picks one.
-    pub commit_id: Option<String>,
+    pub commit_id: Option<CommitId>,
     pub folded: Vec<FoldedShard>,
 }
 
@@ -113,11 +114,6 @@ pub struct PublishPlan {
 pub struct SchemaRecord {
     pub version: u32,
     pub source: String,
-}
-
-pub fn new_commit_id() -> String {
-    let uuid = uuid::Uuid::new_v4().simple().to_string();
-    uuid[..12].to_owned()
 }
 
 pub(crate) fn now_micros() -> i64 {

@@ -101,18 +101,18 @@ pub struct AtParams {
 }
 
 impl AtParams {
-    pub fn at(&self) -> At {
+    pub fn at(&self) -> tributary::Result<At> {
         match &self.commit {
-            Some(commit) => At::Commit(commit.clone()),
-            None => At::Branch(self.branch.clone()),
+            Some(commit) => Ok(At::Commit(commit.as_str().into())),
+            None => At::branch(&self.branch),
         }
     }
 
-    pub fn view(&self) -> View {
-        View {
-            at: self.at(),
+    pub fn view(&self) -> tributary::Result<View> {
+        Ok(View {
+            at: self.at()?,
             fresh: self.fresh,
-        }
+        })
     }
 }
 

@@ -78,11 +78,15 @@ pub async fn ingest(
             "ingest takes Content-Type: application/x-ndjson",
         ));
     }
-    graph.ingest(&params.branch)?;
-    state.ensure_folder(&id, &graph, &params.branch).await;
+    let options = IngestOptions {
+        branch: tributary::branch(&params.branch)?,
+        strict: params.strict,
+    };
+    graph.ingestor(&options)?;
+    state.ensure_folder(&id, &graph, &options.branch).await;
     let (records, stream) = mpsc::channel::<Bytes>(16);
     let (started, first) = oneshot::channel();
-    tokio::spawn(run(state.clone(), graph, params, body, records, started));
+    tokio::spawn(run(state.clone(), graph, options, body, records, started));
     if let Ok(Err(error)) = first.await {
         return Err(error);
     }
@@ -116,7 +120,7 @@ struct Session {
 async fn run(
     state: Arc<AppState>,
     graph: Arc<Graph>,
-    params: IngestParams,
+    options: IngestOptions,
     body: Body,
     records: mpsc::Sender<Bytes>,
     started: oneshot::Sender<Result<(), ApiError>>,
@@ -126,10 +130,7 @@ async fn run(
     let mut session = Session {
         state,
         graph,
-        options: IngestOptions {
-            branch: params.branch,
-            strict: params.strict,
-        },
+        options,
         records,
         started: Some(started),
         acked: 0,

@@ -132,7 +132,7 @@ pub async fn load(
         }
     };
     let options = LoadOptions {
-        branch: params.branch,
+        branch: tributary::branch(&params.branch)?,
         mode,
         actor: "tributary:server".to_owned(),
     };
@@ -158,7 +158,7 @@ pub async fn read(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let options = ReadOptions {
-        at: params.at.at(),
+        at: params.at.at()?,
         filter: params.filter,
         select: params
             .select
@@ -175,7 +175,7 @@ pub async fn get_one(
     Query(params): Query<AtParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    match graph.get(&type_name, &key, params.view()).await? {
+    match graph.get(&type_name, &key, params.view()?).await? {
         Some(batch) => rows(&headers, &batch),
         None => Err(ApiError::no_row(format!("{type_name} `{key}` not found"))),
     }
@@ -205,7 +205,7 @@ pub async fn neighbors(
             )))
         }
     };
-    let view = params.at.view();
+    let view = params.at.view()?;
     let batch = graph
         .neighbors(&type_name, &key, &params.edge, direction, view)
         .await?;
@@ -246,7 +246,7 @@ pub async fn search(
             ))
         }
     };
-    let view = params.at.view();
+    let view = params.at.view()?;
     let batch = graph.search(&type_name, &query, params.k, view).await?;
     rows(&headers, &batch)
 }
@@ -311,7 +311,7 @@ pub async fn rejects(
     Query(params): Query<AtParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    rows(&headers, &graph.rejects(&params.at()).await?)
+    rows(&headers, &graph.rejects(&params.at()?).await?)
 }
 
 #[derive(Debug, Deserialize)]

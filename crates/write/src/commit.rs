@@ -11,7 +11,7 @@ use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{
-    CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
+    CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
 };
 use tributary_storage::GraphStore;
 
@@ -62,7 +62,7 @@ pub enum Recovered {
     },
     RolledForward {
         intent: String,
-        commit: String,
+        commit: CommitId,
     },
     /// The writing process may still be running it; left alone.
     InFlight {
@@ -192,7 +192,11 @@ async fn commit_and_publish(
     .await
 }
 
-fn plan_for(intent: &Intent, expected_head: String, tables: BTreeMap<String, u64>) -> PublishPlan {
+fn plan_for(
+    intent: &Intent,
+    expected_head: CommitId,
+    tables: BTreeMap<String, u64>,
+) -> PublishPlan {
     PublishPlan {
         branch: intent.branch.clone(),
         expected_head: Some(expected_head),

@@ -11,7 +11,7 @@ use lance::dataset::transaction::Transaction;
 use lance_table::format::pb;
 use prost::Message;
 use serde::{Deserialize, Serialize};
-use tributary_publisher::{CommitKind, FoldedShard};
+use tributary_publisher::{BranchName, CommitId, CommitKind, FoldedShard};
 
 use crate::error::{Error, Result};
 
@@ -142,8 +142,8 @@ pub fn owner_may_be_running(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Intent {
     pub id: String,
-    pub branch: String,
-    pub expected_head: String,
+    pub branch: BranchName,
+    pub expected_head: CommitId,
     pub actor: String,
     pub kind: CommitKind,
     pub rows_written: BTreeMap<String, u64>,
@@ -152,7 +152,7 @@ pub struct Intent {
     pub owner: Option<Owner>,
     /// The commit id to publish under, when chosen up front (a fold's dead letters name it).
     #[serde(default)]
-    pub commit_id: Option<String>,
+    pub commit_id: Option<CommitId>,
     #[serde(default)]
     pub folded: Vec<FoldedShard>,
 }

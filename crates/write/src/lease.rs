@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use snafu::ResultExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tributary_publisher::BranchName;
 use tributary_storage::GraphStore;
 
 use crate::error::{Result, StorageSnafu};
@@ -109,7 +110,7 @@ impl BranchLease {
     /// Wait until this process holds `branch`'s lease. Waits as long as a live holder
     /// holds it; a holder that died is taken over at once (same machine) or once its last
     /// heartbeat is older than the foreign grace (another machine).
-    pub async fn acquire(store: &GraphStore, branch: &str) -> Result<BranchLease> {
+    pub async fn acquire(store: &GraphStore, branch: &BranchName) -> Result<BranchLease> {
         let dir = lease_dir(branch);
         let started = tokio::time::Instant::now();
         let mut wait = FIRST_WAIT;

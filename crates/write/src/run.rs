@@ -15,7 +15,7 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{generation_rows, table_state, PendingGeneration};
-use tributary_publisher::{new_commit_id, CommitKind, CommitRecord, FoldedShard};
+use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TypeDef, TypeKind};
 use uuid::Uuid;
 
@@ -102,7 +102,7 @@ struct TablePlan<'c> {
 pub async fn fold_pending(
     target: GraphTarget<'_>,
     catalog: &Catalog,
-    branch: &str,
+    branch: &BranchName,
     settings: &FoldSettings,
 ) -> Result<FoldOutcome> {
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
@@ -113,7 +113,7 @@ pub async fn fold_pending(
             ..Default::default()
         });
     }
-    let commit_id = new_commit_id();
+    let commit_id = CommitId::random();
     let tables = SnapshotTables::new(target.store, catalog, &head);
 
     // Pass 1: validate, newest row per key first; keep only keys between chunks.
@@ -260,7 +260,7 @@ pub async fn fold_pending(
 
     let intent = Intent {
         id: Intent::new_id(),
-        branch: branch.to_owned(),
+        branch: branch.clone(),
         expected_head: head.id.clone(),
         actor: FOLD_ACTOR.to_owned(),
         kind: CommitKind::Fold,

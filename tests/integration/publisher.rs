@@ -183,7 +183,11 @@ async fn publish_and_snapshot_cost_stay_flat_with_history() {
         "snapshot cost grew: {open_10} -> {open_1000}"
     );
     assert_eq!(
-        publisher.log(&BranchName::main(), 2_000).await.unwrap().len(),
+        publisher
+            .log(&BranchName::main(), 2_000)
+            .await
+            .unwrap()
+            .len(),
         depth + WINDOW
     );
 }

@@ -188,8 +188,8 @@ async fn rows_failing_fold_validation_become_dead_letters_in_the_same_commit() {
     let outcome = graph.fold("main").await.unwrap();
     let commit = outcome.commit.expect("a fold commit");
     assert_eq!(outcome.rejected, 3);
-    assert_eq!(commit.rows_written[REJECTS_PATH], 3);
-    assert!(commit.tables.contains_key(REJECTS_PATH));
+    assert_eq!(commit.rows_written[&REJECTS_PATH], 3);
+    assert!(commit.tables.contains_key(&REJECTS_PATH));
 
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(

@@ -471,6 +471,18 @@ async fn a_strict_ingestor_stops_at_the_first_bad_line_and_writes_only_those_bef
         Some("age")
     );
 
+    // A line break inside one stream line would shift every number after it: refused.
+    let ack = lenient
+        .send_lines(
+            20,
+            &[StreamLine::Text("{}\n{}"), StreamLine::Unreadable("gone")],
+        )
+        .await
+        .unwrap();
+    assert_eq!((ack.durable_rows, ack.through_line), (0, 21));
+    let lines: Vec<u64> = ack.rejected.iter().map(|e| e.line).collect();
+    assert_eq!(lines, vec![20, 21]);
+
     graph.fold("main").await.unwrap();
     let people = graph
         .read("Person", &tributary::ReadOptions::default())

@@ -407,3 +407,65 @@ async fn a_load_is_held_to_a_card_minimum_and_a_fold_is_not() {
     assert_eq!(folded.rows.get("Two"), Some(&1));
     assert_eq!(rows(&graph, "Two").await, 3);
 }
+
+/// A request is refused whole, so an edge to a node of the same request is not blamed
+/// when that node's own line is the one refused.
+#[tokio::test]
+async fn an_edge_to_a_refused_node_of_the_same_request_is_not_blamed() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let with_email = |name: &str, email: &str| {
+        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
+    };
+    graph
+        .load(
+            &ndjson(&[with_email("ada", "a@x.org")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    let error = graph
+        .load(
+            &ndjson(&[with_email("bob", "a@x.org"), edge("Knows", "bob", "ada")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    let lines: Vec<u64> = error.line_errors().iter().map(|e| e.line).collect();
+    assert_eq!(lines, vec![1], "{error}");
+}
+
+/// In a fold, a row refused for one constraint does not count for another: an edge refused
+/// as not unique takes no place under its source's `@card` maximum.
+#[tokio::test]
+async fn a_folded_edge_refused_as_not_unique_takes_no_place_under_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("graph").to_string_lossy().into_owned();
+    let schema = "node P @stream { name: String @key }\n\
+                  edge Owns: P -> P @card(0..1) @stream { tag: String? @unique }\n";
+    let graph = tributary::Graph::init(&uri, schema).await.unwrap();
+    let node = |name: &str| format!(r#"{{"type":"P","data":{{"name":"{name}"}}}}"#);
+    let owns = |from: &str, to: &str, tag: &str| {
+        format!(r#"{{"edge":"Owns","from":"{from}","to":"{to}","data":{{"tag":"{tag}"}}}}"#)
+    };
+    let mut lines: Vec<String> = ["p1", "p2", "p3", "p4"].map(node).to_vec();
+    lines.push(owns("p1", "p2", "t"));
+    graph
+        .load(&ndjson(&lines), &LoadOptions::default())
+        .await
+        .unwrap();
+    let ingest = graph.ingest("main").unwrap();
+    let sent = ndjson(&[owns("p3", "p1", "t"), owns("p3", "p4", "u")]);
+    ingest.send(1, &sent).await.unwrap();
+    let folded = graph.fold("main").await.unwrap();
+    assert_eq!(folded.rejected, 1);
+    assert_eq!(folded.rows.get("Owns"), Some(&1));
+    let rejects = graph.rejects(&At::default()).await.unwrap();
+    let kinds = rejects
+        .column_by_name("kind")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    assert_eq!(kinds.value(0), "unique");
+    assert_eq!(rows(&graph, "Owns").await, 2);
+}

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use tributary_publisher::{
     BranchName, CommitKind, CommitRecord, Error, ManifestCasPublisher, PublishPlan, Publisher,
+    TablePath,
 };
 use tributary_storage::{GraphStore, OpCounter};
 use tributary_tests::temp_graph;
@@ -11,7 +12,7 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         branch: BranchName::main(),
         expected_head: Some(head.id.clone()),
         tables: BTreeMap::new(),
-        rows_written: BTreeMap::from([("nodes/Person.lance".to_owned(), 1)]),
+        rows_written: BTreeMap::from([(TablePath::from_static("nodes/Person.lance"), 1)]),
         actor: actor.into(),
         kind: CommitKind::Load,
         intent: None,
@@ -106,7 +107,8 @@ async fn snapshot_resolution_pins_exact_table_versions() {
     let publisher = graph.publisher();
     let first = publisher.head(&BranchName::main()).await.unwrap();
     let mut plan = plan_on(&first, "t");
-    plan.tables.insert("nodes/Person.lance".into(), 7);
+    plan.tables
+        .insert(TablePath::from_static("nodes/Person.lance"), 7);
     let second = publisher.publish(plan).await.unwrap();
     assert_eq!(second.tables["nodes/Person.lance"], 7);
     // Tables the plan does not name keep the parent's versions.

@@ -107,7 +107,7 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
     let strings = |f: &dyn Fn(&CommitRecord) -> String| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(commits.iter().map(f)))
     };
-    let joined = |map: &std::collections::BTreeMap<String, u64>| {
+    let joined = |map: &std::collections::BTreeMap<tributary::TablePath, u64>| {
         map.iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()

@@ -12,6 +12,7 @@ use tributary_publisher::MANIFEST_PATH;
 
 use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph};
+use tributary_schema::TablePath;
 
 /// Manifest versions younger than this (seconds) are never removed.
 const MANIFEST_MIN_RETENTION_S: i64 = 60;
@@ -38,8 +39,9 @@ impl Graph {
                 .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::default()).await?;
         let mut report = CleanupReport::default();
-        let mut tables: Vec<String> = self.catalog.types.iter().map(|t| t.table_path()).collect();
-        tables.push(tributary_write::REJECTS_PATH.to_owned());
+        let mut tables: Vec<TablePath> =
+            self.catalog.types.iter().map(|t| t.table_path()).collect();
+        tables.push(tributary_write::REJECTS_PATH);
         for path in tables {
             let Some(&pinned) = head.tables.get(&path) else {
                 continue;

@@ -11,7 +11,7 @@ use tributary_memwal_adapter::{
     drain_shard, enrollment, table_state, wal_tails, TailDepth, WalTail,
 };
 use tributary_publisher::{BranchName, MAIN_BRANCH};
-use tributary_schema::TypeBatch;
+use tributary_schema::{TablePath, TypeBatch};
 use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
@@ -206,7 +206,7 @@ impl Graph {
                 continue;
             };
             for tail in tails {
-                tracing::info!(table = path, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
+                tracing::info!(table = %path, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
                 drain_claimed(&enrolled, tail.shard).await?;
             }
         }
@@ -324,7 +324,7 @@ impl Graph {
 
     /// The `@stream` tables of `branch` that no writer of this process holds: their WAL
     /// tails, if any, were left by writers elsewhere (or gone).
-    fn tables_without_writer(&self, branch: &str) -> Vec<String> {
+    fn tables_without_writer(&self, branch: &str) -> Vec<TablePath> {
         self.catalog
             .types
             .iter()
@@ -423,12 +423,12 @@ impl Graph {
     /// The dead letters visible at `at`: rows folds could not apply, with why.
     pub async fn rejects(&self, at: &At) -> Result<RecordBatch> {
         let snapshot = self.snapshot(at).await?;
-        let Some(&version) = snapshot.tables.get(REJECTS_PATH) else {
+        let Some(&version) = snapshot.tables.get(&REJECTS_PATH) else {
             return Ok(RecordBatch::new_empty(rejects_schema()));
         };
         let dataset = self
             .store
-            .open_dataset(REJECTS_PATH, Some(version))
+            .open_dataset(&REJECTS_PATH, Some(version))
             .await
             .context(StorageSnafu)?;
         dataset.scan().try_into_batch().await.context(LanceSnafu {

@@ -131,7 +131,8 @@ impl Graph {
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
             self.streaming.acknowledged();
         }
-        self.streaming.keep(path, branch.to_owned(), writer.clone());
+        self.streaming
+            .keep(path.to_string(), branch.to_owned(), writer.clone());
         Ok(writer)
     }
 }
@@ -152,7 +153,7 @@ impl Graph {
         let mut dataset = match self.store.open_dataset(&path, None).await {
             Ok(dataset) => dataset,
             Err(error) => {
-                tracing::warn!(%error, table = path, "could not open the table to index it");
+                tracing::warn!(%error, table = %path, "could not open the table to index it");
                 return Vec::new();
             }
         };
@@ -161,7 +162,7 @@ impl Graph {
             tributary_write::maintain_indexes(&mut dataset, &specs, self.settings.indexes, true)
                 .await
         {
-            tracing::warn!(%error, table = path, "could not build indexes at enrollment");
+            tracing::warn!(%error, table = %path, "could not build indexes at enrollment");
         }
         let existing: Vec<String> = match dataset.load_indices().await {
             Ok(indexes) => indexes.iter().map(|i| i.name.clone()).collect(),
@@ -306,13 +307,18 @@ fn join_lines(first_line: u64, lines: &[StreamLine<'_>]) -> (String, Vec<LineErr
         if offset > 0 {
             text.push('\n');
         }
+        let refuse = |reason: &str| LineError {
+            line: first_line + offset as u64,
+            field: None,
+            reason: reason.to_owned(),
+        };
         match line {
+            // One stream line is one line: a break inside would shift every number after.
+            StreamLine::Text(line) if line.contains('\n') => {
+                unreadable.push(refuse("the line holds a line break"))
+            }
             StreamLine::Text(line) => text.push_str(line),
-            StreamLine::Unreadable(reason) => unreadable.push(LineError {
-                line: first_line + offset as u64,
-                field: None,
-                reason: (*reason).to_owned(),
-            }),
+            StreamLine::Unreadable(reason) => unreadable.push(refuse(reason)),
         }
     }
     (text, unreadable)

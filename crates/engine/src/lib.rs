@@ -66,7 +66,7 @@ pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{
     BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, MAIN_BRANCH,
 };
-pub use tributary_schema::{Catalog, LineError};
+pub use tributary_schema::{Catalog, LineError, TablePath};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
     FoldOutcome, FoldSettings, IndexReport, IndexSettings, Recovered, RejectKind, RejectPolicy,

@@ -10,7 +10,7 @@ use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitKind, CommitRecord};
-use tributary_schema::{LineError, TypeBatch, TypeDef, TypeKind};
+use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
@@ -96,7 +96,7 @@ impl Graph {
             .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let batches = dedupe_keys(batches, options.mode)?;
+        let batches = dedupe_keys(&self.catalog, batches, options.mode)?;
         let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
         let errors = self.check_request(&tables, &batches, options.mode).await?;
         if !errors.is_empty() {
@@ -226,11 +226,16 @@ impl Graph {
 
 /// Within one request a key may appear once per type. Upsert keeps the last line's row
 /// (the newest write wins); insert refuses duplicates.
-fn dedupe_keys(batches: Vec<TypeBatch>, mode: LoadMode) -> Result<Vec<TypeBatch>> {
+fn dedupe_keys(
+    catalog: &Catalog,
+    batches: Vec<TypeBatch>,
+    mode: LoadMode,
+) -> Result<Vec<TypeBatch>> {
     let mut errors = Vec::new();
     let mut out = Vec::with_capacity(batches.len());
     for batch in batches {
         let ids = string_column(&batch.batch, "id");
+        let key_field = catalog.get(&batch.type_name).and_then(|ty| ty.key.clone());
         let mut last: HashMap<&str, usize> = HashMap::with_capacity(ids.len());
         let mut first_line: HashMap<&str, u64> = HashMap::new();
         for i in 0..ids.len() {
@@ -240,7 +245,7 @@ fn dedupe_keys(batches: Vec<TypeBatch>, mode: LoadMode) -> Result<Vec<TypeBatch>
                     let first = *first_line.entry(id).or_insert(batch.lines[previous]);
                     errors.push(LineError {
                         line: batch.lines[i],
-                        field: Some("id".to_owned()),
+                        field: key_field.clone(),
                         reason: format!("{} `{id}` appears again (first on line {first}); --mode insert refuses duplicates", batch.type_name),
                     });
                 }

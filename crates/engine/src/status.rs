@@ -72,7 +72,7 @@ impl Graph {
             };
             let mut status = TableIngestStatus {
                 type_name: ty.name.clone(),
-                table: path.clone(),
+                table: path.to_string(),
                 shards: Vec::new(),
                 pending_rows: 0,
                 pending_bytes: 0,

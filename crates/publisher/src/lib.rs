@@ -13,7 +13,7 @@ use async_trait::async_trait;
 pub use error::{Error, Result};
 pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
 pub use manifest::{ManifestCasPublisher, MANIFEST_PATH};
-pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord};
+pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord, TablePath};
 
 /// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
 /// publisher later.

@@ -28,7 +28,7 @@ use crate::error::{
     LanceSnafu, NotAGraphSnafu, Result, StorageSnafu,
 };
 use crate::ids::{BranchName, CommitId};
-use crate::record::{now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord};
+use crate::record::{now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord, TablePath};
 use crate::Publisher;
 
 pub const MANIFEST_PATH: &str = "__manifest.lance";
@@ -102,7 +102,7 @@ impl ManifestCasPublisher {
     pub async fn create(
         store: &GraphStore,
         schema: SchemaRecord,
-        tables: std::collections::BTreeMap<String, u64>,
+        tables: std::collections::BTreeMap<TablePath, u64>,
         actor: &str,
     ) -> Result<(Self, CommitRecord)> {
         if store

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{StorageSnafu, TableNotPinnedSnafu};
 use crate::ids::{BranchName, CommitId};
+pub use tributary_schema::TablePath;
 
 /// Why a commit was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,9 +44,9 @@ pub struct CommitRecord {
     /// Microseconds since the Unix epoch.
     pub time_micros: i64,
     /// Table path (e.g. `nodes/Person.lance`) → Lance version pinned by this commit.
-    pub tables: BTreeMap<String, u64>,
+    pub tables: BTreeMap<TablePath, u64>,
     /// Table path → rows written by this commit.
-    pub rows_written: BTreeMap<String, u64>,
+    pub rows_written: BTreeMap<TablePath, u64>,
     /// The id of the recovery sidecar that made this commit, so recovery can tell
     /// whether a sidecar's publish already happened.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,7 +83,7 @@ impl CommitRecord {
 /// The generations of one shard that a fold merged into its table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FoldedShard {
-    pub table: String,
+    pub table: TablePath,
     pub shard: String,
     /// Lowest and highest generation folded (the highest is the table's new compaction mark).
     pub first_generation: u64,
@@ -98,8 +99,8 @@ pub struct PublishPlan {
     pub expected_head: Option<CommitId>,
     /// Tables whose version changes; tables not named keep the parent's version, and a
     /// version below the parent's is raised to it (table history is linear).
-    pub tables: BTreeMap<String, u64>,
-    pub rows_written: BTreeMap<String, u64>,
+    pub tables: BTreeMap<TablePath, u64>,
+    pub rows_written: BTreeMap<TablePath, u64>,
     pub actor: String,
     pub kind: CommitKind,
     pub intent: Option<String>,

@@ -3,9 +3,11 @@
 //! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
 
 pub mod decode;
+mod path;
 pub mod schema;
 
 pub use decode::{decode_str, edge_id, Decoded, Decoder, LineError, TypeBatch};
+pub use path::TablePath;
 pub use schema::{
     Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,
     Number, Position, RangeBound, SchemaError, StreamOptions, TypeDef, TypeKind,

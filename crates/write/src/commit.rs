@@ -15,7 +15,7 @@ use tributary_publisher::{
 };
 use tributary_storage::GraphStore;
 
-use tributary_schema::Catalog;
+use tributary_schema::{Catalog, TablePath};
 
 use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
@@ -46,7 +46,7 @@ pub struct GraphTarget<'a> {
 /// elsewhere).
 pub struct StagedWrite {
     pub dataset: Arc<Dataset>,
-    pub path: String,
+    pub path: TablePath,
     pub transaction: Transaction,
     pub affected: Option<RowAddrTreeMap>,
 }
@@ -195,7 +195,7 @@ async fn commit_and_publish(
 fn plan_for(
     intent: &Intent,
     expected_head: CommitId,
-    tables: BTreeMap<String, u64>,
+    tables: BTreeMap<TablePath, u64>,
 ) -> PublishPlan {
     PublishPlan {
         branch: intent.branch.clone(),
@@ -227,10 +227,10 @@ async fn refresh_indexes(target: GraphTarget<'_>, path: &str, mut dataset: Datas
     let force = ty.stream.is_some();
     match maintain_indexes(&mut dataset, &index_specs(ty), target.indexes, force).await {
         Ok(report) if report.changed() => {
-            tracing::debug!(table = path, ?report, "indexes refreshed");
+            tracing::debug!(table = %path, ?report, "indexes refreshed");
         }
         Ok(_) => {}
-        Err(error) => tracing::warn!(%error, table = path, "could not refresh indexes"),
+        Err(error) => tracing::warn!(%error, table = %path, "could not refresh indexes"),
     }
     dataset.version().version
 }

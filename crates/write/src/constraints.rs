@@ -7,11 +7,11 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use arrow_array::RecordBatch;
+use arrow_array::{RecordBatch, StringArray};
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
 use tributary_publisher::CommitRecord;
-use tributary_schema::{Catalog, TypeDef, TypeKind};
+use tributary_schema::{Cardinality, Catalog, TablePath, TypeDef, TypeKind};
 use tributary_storage::GraphStore;
 
 use crate::error::{PublishSnafu, Result, UnknownEndpointTypeSnafu};
@@ -55,7 +55,7 @@ pub struct SnapshotTables<'a> {
     store: &'a GraphStore,
     pub catalog: &'a Catalog,
     head: &'a CommitRecord,
-    opened: std::sync::Mutex<HashMap<String, Dataset>>,
+    opened: std::sync::Mutex<HashMap<TablePath, Dataset>>,
 }
 
 impl<'a> SnapshotTables<'a> {
@@ -108,7 +108,7 @@ pub enum Scope {
 pub struct ConstraintChecker<'a> {
     tables: &'a SnapshotTables<'a>,
     scope: Scope,
-    /// Node type → keys accepted so far.
+    /// Node type → keys accepted so far (in a request: every key it writes).
     accepted_nodes: HashMap<String, HashSet<String>>,
     /// (type, field) → value → the key holding it among the accepted rows.
     unique_owner: HashMap<(String, String), HashMap<String, String>>,
@@ -116,6 +116,14 @@ pub struct ConstraintChecker<'a> {
     out_edges: HashMap<String, HashMap<String, HashSet<String>>>,
     /// Type → keys checked so far: their snapshot rows are being replaced.
     replaced: HashMap<String, HashSet<String>>,
+}
+
+/// A `@unique` field of one batch: its values, and which key holds each in the snapshot
+/// (keys the write replaces left out).
+struct UniqueField {
+    name: String,
+    values: Vec<Option<String>>,
+    in_snapshot: HashMap<String, String>,
 }
 
 impl<'a> ConstraintChecker<'a> {
@@ -131,51 +139,121 @@ impl<'a> ConstraintChecker<'a> {
     }
 
     /// Check one batch of `ty`'s rows (unique keys, none checked before) and remember the
-    /// accepted ones. Each rejected row is reported once, for the first constraint it
-    /// breaks, in row order.
+    /// accepted ones. What the snapshot holds is looked up for the whole batch at once;
+    /// then each row, in order, is accepted or rejected for the first constraint it breaks
+    /// (endpoints, then `@unique`, then `@card`), and only an accepted row counts for the
+    /// rows after it. Returns the rejected rows, in row order.
     pub async fn check(&mut self, ty: &TypeDef, batch: &RecordBatch) -> Result<Vec<Violation>> {
-        let mut rejected: HashMap<usize, Violation> = HashMap::new();
         let table = self.tables.open(ty).await?;
         let ids = string_column(batch, "id");
         self.replaced
             .entry(ty.name.clone())
             .or_default()
             .extend(ids.iter().flatten().map(str::to_owned));
-        if ty.kind == TypeKind::Edge {
-            self.check_endpoints(ty, batch, &mut rejected).await?;
-            self.check_cardinality(&table, ty, batch, &mut rejected)
-                .await?;
+        if ty.kind == TypeKind::Node && self.scope == Scope::Request {
+            // A request is accepted or refused whole: an edge names a node of the same
+            // request whether or not that node's own line is refused.
+            self.accepted_nodes
+                .entry(ty.name.clone())
+                .or_default()
+                .extend(ids.iter().flatten().map(str::to_owned));
         }
-        self.check_unique(&table, ty, batch, &mut rejected).await?;
-        if ty.kind == TypeKind::Node {
-            let keys = self.accepted_nodes.entry(ty.name.clone()).or_default();
-            for (i, id) in ids.iter().enumerate() {
-                if let (Some(id), false) = (id, rejected.contains_key(&i)) {
-                    keys.insert(id.to_owned());
-                }
+        let missing = self.missing_endpoints(ty, batch).await?;
+        let unique = self.unique_fields(&table, ty, batch).await?;
+        let card = self.out_edges_of(&table, ty, batch).await?;
+
+        let mut violations = Vec::new();
+        let mut first_row_of_source: HashMap<&str, usize> = HashMap::new();
+        for row in 0..batch.num_rows() {
+            let id = ids.value(row);
+            let violation = missing
+                .iter()
+                .find_map(|(field, keys)| keys.get(&row).map(|m| (field, m)))
+                .map(|(field, message)| Violation {
+                    row,
+                    kind: RejectKind::Endpoint,
+                    field: (*field).to_owned(),
+                    message: message.clone(),
+                })
+                .or_else(|| self.unique_violation(ty, &unique, row, id))
+                .or_else(|| {
+                    let (card, srcs) = card.as_ref()?;
+                    let src = srcs.value(row);
+                    first_row_of_source.entry(src).or_insert(row);
+                    self.card_violation(ty, card, row, src, id)
+                });
+            match violation {
+                Some(violation) => violations.push(violation),
+                None => self.accept(ty, &unique, card.as_ref().map(|c| c.1), row, id),
             }
         }
-        let mut violations: Vec<Violation> = rejected.into_values().collect();
-        violations.sort_by_key(|v| v.row);
+        if let (Some((card, _)), Scope::Request) = (card.as_ref(), self.scope) {
+            for (src, row) in first_row_of_source {
+                let count = self.out_edges[&ty.name].get(src).map_or(0, HashSet::len);
+                if (count as u64) < card.min && violations.iter().all(|v| v.row != row) {
+                    let rule = format!("needs at least {}", card.min);
+                    violations.push(card_message(ty, card, row, src, count, rule));
+                }
+            }
+            violations.sort_by_key(|v| v.row);
+        }
         Ok(violations)
     }
 
-    async fn check_endpoints(
+    /// Remember an accepted row: its key, its `@unique` values, its place among its
+    /// source's out-edges.
+    fn accept(
+        &mut self,
+        ty: &TypeDef,
+        unique: &[UniqueField],
+        srcs: Option<&StringArray>,
+        row: usize,
+        id: &str,
+    ) {
+        if ty.kind == TypeKind::Node {
+            self.accepted_nodes
+                .entry(ty.name.clone())
+                .or_default()
+                .insert(id.to_owned());
+        }
+        for field in unique {
+            if let Some(value) = &field.values[row] {
+                self.unique_owner
+                    .entry((ty.name.clone(), field.name.clone()))
+                    .or_default()
+                    .insert(value.clone(), id.to_owned());
+            }
+        }
+        if let Some(srcs) = srcs {
+            self.out_edges
+                .entry(ty.name.clone())
+                .or_default()
+                .entry(srcs.value(row).to_owned())
+                .or_default()
+                .insert(id.to_owned());
+        }
+    }
+
+    /// Per endpoint field (`from`, `to`): the rows whose node exists neither in the
+    /// snapshot nor among the accepted rows, with why.
+    async fn missing_endpoints(
         &self,
         ty: &TypeDef,
         batch: &RecordBatch,
-        rejected: &mut HashMap<usize, Violation>,
-    ) -> Result<()> {
-        let Some(ends) = &ty.edge else { return Ok(()) };
+    ) -> Result<Vec<(&'static str, HashMap<usize, String>)>> {
+        let mut out = Vec::new();
+        let Some(ends) = &ty.edge else {
+            return Ok(out);
+        };
         for (column, field, node_type) in [("src", "from", &ends.from), ("dst", "to", &ends.to)] {
             let keys = string_column(batch, column);
             let accepted = self.accepted_nodes.get(node_type.as_str());
-            let missing = distinct(
+            let unknown = distinct(
                 keys.iter()
                     .flatten()
                     .filter(|k| accepted.is_none_or(|a| !a.contains(*k))),
             );
-            if missing.is_empty() {
+            if unknown.is_empty() {
                 continue;
             }
             let node_def =
@@ -187,43 +265,99 @@ impl<'a> ConstraintChecker<'a> {
                         node_type,
                     })?;
             let nodes = self.tables.open(node_def).await?;
-            let found = existing_ids(&nodes, "id", &missing, node_type).await?;
-            for (i, key) in keys.iter().enumerate() {
+            let found = existing_ids(&nodes, "id", &unknown, node_type).await?;
+            let mut rows = HashMap::new();
+            for (row, key) in keys.iter().enumerate() {
                 let Some(key) = key else { continue };
                 if accepted.is_some_and(|a| a.contains(key)) || found.contains(key) {
                     continue;
                 }
-                rejected.entry(i).or_insert(Violation {
-                    row: i,
-                    kind: RejectKind::Endpoint,
-                    field: field.to_owned(),
-                    message: format!(
-                        "{node_type} `{key}` does not exist (edge {} needs it as `{field}`)",
-                        ty.name
-                    ),
-                });
+                let message = format!(
+                    "{node_type} `{key}` does not exist (edge {} needs it as `{field}`)",
+                    ty.name
+                );
+                rows.insert(row, message);
             }
+            out.push((field, rows));
         }
-        Ok(())
+        Ok(out)
     }
 
-    /// Out-edges per source: snapshot edges plus accepted ones, an edge counted once
-    /// however often it is rewritten.
-    async fn check_cardinality(
-        &mut self,
+    /// The values of `ty`'s `@unique` fields in `batch`, and which other key holds each
+    /// in the snapshot.
+    async fn unique_fields(
+        &self,
         table: &Dataset,
         ty: &TypeDef,
         batch: &RecordBatch,
-        rejected: &mut HashMap<usize, Violation>,
-    ) -> Result<()> {
-        let Some((ends, card)) = ty
-            .edge
-            .as_ref()
-            .and_then(|e| e.card.as_ref().map(|card| (e, *card)))
-        else {
-            return Ok(());
+    ) -> Result<Vec<UniqueField>> {
+        let replaced = self.replaced.get(&ty.name);
+        let mut out = Vec::new();
+        for field in ty.fields.iter().filter(|f| f.unique) {
+            let Some(column) = batch.column_by_name(&field.name) else {
+                continue;
+            };
+            let values = display_values(column.as_ref())?;
+            let wanted = distinct(values.iter().flatten().map(String::as_str));
+            let literal = literal_kind(column.data_type());
+            let mut in_snapshot = HashMap::new();
+            for (id, value) in lookup_values(table, &field.name, &wanted, literal, &ty.name).await?
+            {
+                if replaced.is_none_or(|r| !r.contains(&id)) {
+                    in_snapshot.insert(value, id);
+                }
+            }
+            out.push(UniqueField {
+                name: field.name.clone(),
+                values,
+                in_snapshot,
+            });
+        }
+        Ok(out)
+    }
+
+    fn unique_violation(
+        &self,
+        ty: &TypeDef,
+        unique: &[UniqueField],
+        row: usize,
+        id: &str,
+    ) -> Option<Violation> {
+        unique.iter().find_map(|field| {
+            let value = field.values[row].as_ref()?;
+            let holder = self
+                .unique_owner
+                .get(&(ty.name.clone(), field.name.clone()))
+                .and_then(|owners| owners.get(value))
+                .or_else(|| field.in_snapshot.get(value))
+                .filter(|holder| holder.as_str() != id)?;
+            Some(Violation {
+                row,
+                kind: RejectKind::Unique,
+                field: field.name.clone(),
+                message: format!(
+                    "{}.{} {value:?} is not unique: {} `{holder}` has it",
+                    ty.name, field.name, ty.name
+                ),
+            })
+        })
+    }
+
+    /// For an edge type whose `@card` this write must hold: the bound and the batch's
+    /// sources, with every source's snapshot out-edges loaded into `out_edges`. A stream
+    /// with no maximum has nothing to hold.
+    async fn out_edges_of<'b>(
+        &mut self,
+        table: &Dataset,
+        ty: &TypeDef,
+        batch: &'b RecordBatch,
+    ) -> Result<Option<(Cardinality, &'b StringArray)>> {
+        let Some(card) = ty.edge.as_ref().and_then(|e| e.card) else {
+            return Ok(None);
         };
-        let ids = string_column(batch, "id");
+        if self.scope == Scope::Stream && card.max.is_none() {
+            return Ok(None);
+        }
         let srcs = string_column(batch, "src");
         let known = self.out_edges.entry(ty.name.clone()).or_default();
         let unknown = distinct(srcs.iter().flatten().filter(|s| !known.contains_key(*s)));
@@ -233,108 +367,46 @@ impl<'a> ConstraintChecker<'a> {
         for (id, src) in lookup_values(table, "src", &unknown, Literal::Quoted, &ty.name).await? {
             known.entry(src).or_default().insert(id);
         }
-        let violation = |row: usize, src: &str, count: usize, rule: String| Violation {
-            row,
-            kind: RejectKind::Cardinality,
-            field: "from".to_owned(),
-            message: format!(
-                "{} `{src}` would have {count} {} edges; {card} {rule}",
-                ends.from, ty.name
-            ),
-        };
-        let mut first_row: HashMap<&str, usize> = HashMap::new();
-        for i in 0..batch.num_rows() {
-            if rejected.contains_key(&i) {
-                continue;
-            }
-            let src = srcs.value(i);
-            first_row.entry(src).or_insert(i);
-            let edges = known.entry(src.to_owned()).or_default();
-            if edges.contains(ids.value(i)) {
-                continue;
-            }
-            match card.max {
-                Some(max) if edges.len() as u64 >= max => {
-                    let rule = format!("allows at most {max}");
-                    rejected.insert(i, violation(i, src, edges.len() + 1, rule));
-                }
-                _ => {
-                    edges.insert(ids.value(i).to_owned());
-                }
-            }
-        }
-        if self.scope == Scope::Request && card.min > 0 {
-            for (src, row) in first_row {
-                let count = known.get(src).map_or(0, HashSet::len);
-                if (count as u64) < card.min && !rejected.contains_key(&row) {
-                    let rule = format!("needs at least {}", card.min);
-                    rejected.insert(row, violation(row, src, count, rule));
-                }
-            }
-        }
-        Ok(())
+        Ok(Some((card, srcs)))
     }
 
-    async fn check_unique(
-        &mut self,
-        table: &Dataset,
+    /// Whether one more edge `id` of `src` goes over the `@card` maximum (an edge it
+    /// already has is rewritten, not added).
+    fn card_violation(
+        &self,
         ty: &TypeDef,
-        batch: &RecordBatch,
-        rejected: &mut HashMap<usize, Violation>,
-    ) -> Result<()> {
-        let ids = string_column(batch, "id");
-        let ConstraintChecker {
-            replaced,
-            unique_owner,
-            ..
-        } = self;
-        let replaced = replaced.get(&ty.name);
-        for field in ty.fields.iter().filter(|f| f.unique) {
-            let Some(column) = batch.column_by_name(&field.name) else {
-                continue;
-            };
-            let values = display_values(column.as_ref())?;
-            let wanted = distinct(values.iter().flatten().map(String::as_str));
-            let mut in_snapshot: HashMap<String, String> = HashMap::new();
-            let literal = literal_kind(column.data_type());
-            for (id, value) in lookup_values(table, &field.name, &wanted, literal, &ty.name).await?
-            {
-                if replaced.is_none_or(|r| !r.contains(&id)) {
-                    in_snapshot.insert(value, id);
-                }
-            }
-            let owners = unique_owner
-                .entry((ty.name.clone(), field.name.clone()))
-                .or_default();
-            for (i, value) in values.iter().enumerate() {
-                let Some(value) = value else { continue };
-                if rejected.contains_key(&i) {
-                    continue;
-                }
-                let id = ids.value(i);
-                let holder = owners
-                    .get(value)
-                    .or_else(|| in_snapshot.get(value))
-                    .filter(|holder| holder.as_str() != id);
-                if let Some(holder) = holder {
-                    rejected.insert(
-                        i,
-                        Violation {
-                            row: i,
-                            kind: RejectKind::Unique,
-                            field: field.name.clone(),
-                            message: format!(
-                                "{}.{} {value:?} is not unique: {} `{holder}` has it",
-                                ty.name, field.name, ty.name
-                            ),
-                        },
-                    );
-                } else {
-                    owners.insert(value.clone(), id.to_owned());
-                }
-            }
+        card: &Cardinality,
+        row: usize,
+        src: &str,
+        id: &str,
+    ) -> Option<Violation> {
+        let max = card.max?;
+        let edges = self.out_edges.get(&ty.name)?.get(src)?;
+        if edges.contains(id) || (edges.len() as u64) < max {
+            return None;
         }
-        Ok(())
+        let rule = format!("allows at most {max}");
+        Some(card_message(ty, card, row, src, edges.len() + 1, rule))
+    }
+}
+
+fn card_message(
+    ty: &TypeDef,
+    card: &Cardinality,
+    row: usize,
+    src: &str,
+    count: usize,
+    rule: String,
+) -> Violation {
+    let from = ty.edge.as_ref().map_or("", |e| e.from.as_str());
+    Violation {
+        row,
+        kind: RejectKind::Cardinality,
+        field: "from".to_owned(),
+        message: format!(
+            "{from} `{src}` would have {count} {} edges; {card} {rule}",
+            ty.name
+        ),
     }
 }
 

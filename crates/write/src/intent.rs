@@ -12,6 +12,7 @@ use lance_table::format::pb;
 use prost::Message;
 use serde::{Deserialize, Serialize};
 use tributary_publisher::{BranchName, CommitId, CommitKind, FoldedShard};
+use tributary_schema::TablePath;
 
 use crate::error::{Error, Result};
 
@@ -146,7 +147,7 @@ pub struct Intent {
     pub expected_head: CommitId,
     pub actor: String,
     pub kind: CommitKind,
-    pub rows_written: BTreeMap<String, u64>,
+    pub rows_written: BTreeMap<TablePath, u64>,
     pub tables: Vec<StagedTable>,
     #[serde(default)]
     pub owner: Option<Owner>,
@@ -160,7 +161,7 @@ pub struct Intent {
 /// One table's staged transaction.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StagedTable {
-    pub path: String,
+    pub path: TablePath,
     pub read_version: u64,
     pub transaction_uuid: String,
     /// The Lance transaction as protobuf, hex-encoded, so recovery can commit it.
@@ -190,10 +191,14 @@ impl Intent {
 }
 
 impl StagedTable {
-    pub fn new(path: String, read_version: u64, transaction: &Transaction) -> Result<StagedTable> {
+    pub fn new(
+        path: TablePath,
+        read_version: u64,
+        transaction: &Transaction,
+    ) -> Result<StagedTable> {
         let message = pb::Transaction::try_from(transaction).map_err(|e| Error::Lance {
             action: "encode staged transaction".to_owned(),
-            table: path.clone(),
+            table: path.to_string(),
             source: e,
         })?;
         Ok(StagedTable {

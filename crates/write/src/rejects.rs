@@ -7,13 +7,14 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use lance::dataset::transaction::Transaction;
 use lance::dataset::{InsertBuilder, WriteMode};
 use snafu::ResultExt;
+use tributary_schema::TablePath;
 use tributary_storage::GraphStore;
 
 use crate::constraints::RejectKind;
 use crate::error::{ArrowSnafu, LanceSnafu, Result, StorageSnafu};
 
 /// Where dead letters live, beside the node and edge tables.
-pub const REJECTS_PATH: &str = "_ingest_rejects.lance";
+pub const REJECTS_PATH: TablePath = TablePath::from_static("_ingest_rejects.lance");
 
 pub fn rejects_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -102,18 +103,18 @@ impl RejectRows {
     /// Returns the dataset staged on and the transaction.
     pub async fn stage(&self, store: &GraphStore) -> Result<(Arc<lance::Dataset>, Transaction)> {
         if !store
-            .dataset_exists(REJECTS_PATH)
+            .dataset_exists(&REJECTS_PATH)
             .await
             .context(StorageSnafu)?
         {
             // Two folders creating it at once: the loser's error is harmless.
-            if let Err(error) = store.create_dataset(REJECTS_PATH, rejects_schema()).await {
+            if let Err(error) = store.create_dataset(&REJECTS_PATH, rejects_schema()).await {
                 tracing::debug!(%error, "dead-letter table creation raced");
             }
         }
         let dataset = Arc::new(
             store
-                .open_dataset(REJECTS_PATH, None)
+                .open_dataset(&REJECTS_PATH, None)
                 .await
                 .context(StorageSnafu)?,
         );
@@ -124,7 +125,7 @@ impl RejectRows {
             .await
             .context(LanceSnafu {
                 action: "stage dead letters",
-                table: REJECTS_PATH,
+                table: REJECTS_PATH.as_str(),
             })?;
         Ok((dataset, transaction))
     }

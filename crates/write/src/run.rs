@@ -16,7 +16,7 @@ use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{generation_rows, table_state, PendingGeneration};
 use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, FoldedShard};
-use tributary_schema::{Catalog, TypeDef, TypeKind};
+use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
 
 use crate::commit::{commit_intent, GraphTarget, StagedWrite};
@@ -119,7 +119,7 @@ pub async fn fold_pending(
     // Pass 1: validate, newest row per key first; keep only keys between chunks.
     let mut checker = ConstraintChecker::new(&tables, Scope::Stream);
     let mut rejects = RejectRows::new(&commit_id);
-    let mut rejected_keys: HashMap<String, HashSet<String>> = HashMap::new();
+    let mut rejected_keys: HashMap<TablePath, HashSet<String>> = HashMap::new();
     let mut folded = Vec::new();
     let mut rows = BTreeMap::new();
     for plan in &plans {
@@ -249,10 +249,10 @@ pub async fn fold_pending(
     let rejected = rejects.len() as u64;
     if !rejects.is_empty() {
         let (dataset, transaction) = rejects.stage(target.store).await?;
-        rows_written.insert(REJECTS_PATH.to_owned(), rejected);
+        rows_written.insert(REJECTS_PATH, rejected);
         staged.push(StagedWrite {
             dataset,
-            path: REJECTS_PATH.to_owned(),
+            path: REJECTS_PATH,
             transaction,
             affected: None,
         });

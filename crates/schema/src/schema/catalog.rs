@@ -5,6 +5,8 @@ use serde::{Serialize, Serializer};
 use std::fmt;
 use std::sync::Arc;
 
+use crate::TablePath;
+
 /// All declared types, in declaration order, plus the source they came from (the
 /// manifest stores the source text; the catalog is always re-derived from it).
 #[derive(Debug, Clone, Serialize)]
@@ -97,11 +99,11 @@ impl TypeDef {
     }
 
     /// Location of the type's table relative to the graph root.
-    pub fn table_path(&self) -> String {
-        match self.kind {
+    pub fn table_path(&self) -> TablePath {
+        TablePath::new(match self.kind {
             TypeKind::Node => format!("nodes/{}.lance", self.name),
             TypeKind::Edge => format!("edges/{}.lance", self.name),
-        }
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use tributary::{
     At, CommitKind, ErrorKind, FoldSettings, FoldTriggers, Graph, GraphSettings, LoadOptions,
     ReadOptions, Recovered, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
 };
-use tributary_tests::{company, edge, ndjson, person, temp_graph};
+use tributary_tests::{company, edge, ndjson, person, person_with_email, temp_graph};
 
 use crate::columns::sorted_strings;
 use crate::FAILPOINTS;
@@ -28,10 +28,6 @@ async fn age_of(graph: &Graph, key: &str) -> Option<i32> {
         .downcast_ref::<Int32Array>()
         .unwrap();
     ages.is_valid(0).then(|| ages.value(0))
-}
-
-fn person_with_email(name: &str, email: &str) -> String {
-    format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
 }
 
 async fn send(graph: &Graph, lines: &[String]) {

@@ -7,14 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tributary::{ErrorKind, Graph, LoadOptions, OpCounter, PathClass, ReadOptions};
-use tributary_tests::{company, edge, ndjson, temp_graph};
+use tributary_tests::{company, edge, ndjson, person_with_email, temp_graph};
 
 use crate::columns::sorted_strings;
 use crate::FAILPOINTS;
-
-fn person_with_email(name: &str, email: &str) -> String {
-    format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
-}
 
 /// Run `first` and `second` as loads of two handles at once: `first` validates, then
 /// waits before its table commits while `second` starts. Returns both results.

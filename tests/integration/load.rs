@@ -1,5 +1,7 @@
 use tributary::{At, ErrorKind, LoadMode, LoadOptions, ReadOptions};
-use tributary_tests::{company, edge, ndjson, person, temp_graph};
+use tributary_tests::{company, edge, ndjson, person, person_with_email, temp_graph};
+
+use crate::columns::{sorted_strings, strings};
 
 fn count(batch: &arrow_array::RecordBatch) -> usize {
     batch.num_rows()
@@ -179,12 +181,9 @@ async fn edge_endpoints_must_exist_in_the_snapshot_or_the_request() {
 #[tokio::test]
 async fn unique_is_enforced_against_the_snapshot_and_the_request() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let with_email = |name: &str, email: &str| {
-        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
-    };
     graph
         .load(
-            &ndjson(&[with_email("ada", "a@x.org")]),
+            &ndjson(&[person_with_email("ada", "a@x.org")]),
             &LoadOptions::default(),
         )
         .await
@@ -192,14 +191,14 @@ async fn unique_is_enforced_against_the_snapshot_and_the_request() {
     // Re-upserting the owner with its own value is fine.
     graph
         .load(
-            &ndjson(&[with_email("ada", "a@x.org")]),
+            &ndjson(&[person_with_email("ada", "a@x.org")]),
             &LoadOptions::default(),
         )
         .await
         .unwrap();
     let error = graph
         .load(
-            &ndjson(&[with_email("bob", "a@x.org")]),
+            &ndjson(&[person_with_email("bob", "a@x.org")]),
             &LoadOptions::default(),
         )
         .await
@@ -208,7 +207,10 @@ async fn unique_is_enforced_against_the_snapshot_and_the_request() {
     assert!(error.to_string().contains("ada"), "{error}");
     let error = graph
         .load(
-            &ndjson(&[with_email("cy", "c@x.org"), with_email("dee", "c@x.org")]),
+            &ndjson(&[
+                person_with_email("cy", "c@x.org"),
+                person_with_email("dee", "c@x.org"),
+            ]),
             &LoadOptions::default(),
         )
         .await
@@ -217,7 +219,10 @@ async fn unique_is_enforced_against_the_snapshot_and_the_request() {
     // Moving the value away from its owner in the same request frees it.
     graph
         .load(
-            &ndjson(&[with_email("ada", "new@x.org"), with_email("bob", "a@x.org")]),
+            &ndjson(&[
+                person_with_email("ada", "new@x.org"),
+                person_with_email("bob", "a@x.org"),
+            ]),
             &LoadOptions::default(),
         )
         .await
@@ -310,29 +315,22 @@ async fn init_refuses_an_existing_graph_and_a_bad_schema() {
 #[tokio::test]
 async fn a_load_and_a_fold_report_a_broken_constraint_in_the_same_words() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let with_email = |name: &str, email: &str| {
-        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
-    };
     graph
         .load(
-            &ndjson(&[with_email("ada", "a@x.org")]),
+            &ndjson(&[person_with_email("ada", "a@x.org")]),
             &LoadOptions::default(),
         )
         .await
         .unwrap();
     let ingest = graph.ingest("main").unwrap();
-    let broken = ndjson(&[with_email("bob", "a@x.org"), edge("Knows", "ada", "ghost")]);
+    let broken = ndjson(&[
+        person_with_email("bob", "a@x.org"),
+        edge("Knows", "ada", "ghost"),
+    ]);
     ingest.send(1, &broken).await.unwrap();
     graph.fold("main").await.unwrap();
     let rejects = graph.rejects(&At::default()).await.unwrap();
-    let messages = rejects
-        .column_by_name("message")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<arrow_array::StringArray>()
-        .unwrap();
-    let mut folded: Vec<String> = messages.iter().flatten().map(str::to_owned).collect();
-    folded.sort();
+    let folded = sorted_strings(&rejects, "message");
 
     let error = graph
         .load(&broken, &LoadOptions::default())
@@ -413,19 +411,19 @@ async fn a_load_is_held_to_a_card_minimum_and_a_fold_is_not() {
 #[tokio::test]
 async fn an_edge_to_a_refused_node_of_the_same_request_is_not_blamed() {
     let (_dir, _uri, graph) = temp_graph().await;
-    let with_email = |name: &str, email: &str| {
-        format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
-    };
     graph
         .load(
-            &ndjson(&[with_email("ada", "a@x.org")]),
+            &ndjson(&[person_with_email("ada", "a@x.org")]),
             &LoadOptions::default(),
         )
         .await
         .unwrap();
     let error = graph
         .load(
-            &ndjson(&[with_email("bob", "a@x.org"), edge("Knows", "bob", "ada")]),
+            &ndjson(&[
+                person_with_email("bob", "a@x.org"),
+                edge("Knows", "bob", "ada"),
+            ]),
             &LoadOptions::default(),
         )
         .await
@@ -460,12 +458,6 @@ async fn a_folded_edge_refused_as_not_unique_takes_no_place_under_card() {
     assert_eq!(folded.rejected, 1);
     assert_eq!(folded.rows.get("Owns"), Some(&1));
     let rejects = graph.rejects(&At::default()).await.unwrap();
-    let kinds = rejects
-        .column_by_name("kind")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<arrow_array::StringArray>()
-        .unwrap();
-    assert_eq!(kinds.value(0), "unique");
+    assert_eq!(strings(&rejects, "kind"), vec!["unique"]);
     assert_eq!(rows(&graph, "Owns").await, 2);
 }

@@ -36,6 +36,11 @@ pub fn person(name: &str, age: i32) -> String {
     format!(r#"{{"type":"Person","data":{{"name":"{name}","age":{age}}}}}"#)
 }
 
+/// One person line with an email (`@unique` in [`SCHEMA`]).
+pub fn person_with_email(name: &str, email: &str) -> String {
+    format!(r#"{{"type":"Person","data":{{"name":"{name}","email":"{email}"}}}}"#)
+}
+
 pub fn company(name: &str) -> String {
     format!(r#"{{"type":"Company","data":{{"name":"{name}"}}}}"#)
 }

@@ -1,91 +1,7 @@
 use snafu::Snafu;
 use tributary_schema::LineError;
 use tributary_storage::lance_text::user_message;
-
-/// What a caller can do about an error: the small public classification every error maps
-/// to. It is the one table the HTTP status, the wire name in error bodies and the CLI's
-/// exit status derive from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// The request is wrong (schema, data, filter); retrying it unchanged will fail again.
-    InvalidInput,
-    /// A body or a line over a limit of the server.
-    TooLarge,
-    /// Another writer won a race; re-read and retry.
-    Conflict,
-    /// Another process took over a writer this one held.
-    Fenced,
-    /// Temporarily unable to accept work; retry later.
-    Unavailable,
-    /// A graph, branch, commit or type that does not exist.
-    NotFound,
-    /// A key with no row, in a graph and type that exist.
-    NoRow,
-    /// No valid credentials.
-    Unauthorized,
-    /// Credentials without the scope the request needs.
-    Forbidden,
-    /// A bug or an I/O failure.
-    Internal,
-}
-
-impl ErrorKind {
-    /// The wire name (`invalid_input`, `no_row`, …), as in error bodies.
-    pub const fn name(self) -> &'static str {
-        self.row().0
-    }
-
-    /// The HTTP status of an error of this kind.
-    pub const fn http_status(self) -> u16 {
-        self.row().1
-    }
-
-    /// The exit status of a command failing with this kind (sysexits.h).
-    pub const fn exit_code(self) -> u8 {
-        self.row().2
-    }
-
-    /// The kind of a wire name; `None` for a name this version does not know.
-    pub fn from_name(name: &str) -> Option<ErrorKind> {
-        ErrorKind::ALL.into_iter().find(|kind| kind.name() == name)
-    }
-
-    pub const ALL: [ErrorKind; 10] = [
-        ErrorKind::InvalidInput,
-        ErrorKind::TooLarge,
-        ErrorKind::Conflict,
-        ErrorKind::Fenced,
-        ErrorKind::Unavailable,
-        ErrorKind::NotFound,
-        ErrorKind::NoRow,
-        ErrorKind::Unauthorized,
-        ErrorKind::Forbidden,
-        ErrorKind::Internal,
-    ];
-
-    /// (wire name, HTTP status, exit status): the one table.
-    const fn row(self) -> (&'static str, u16, u8) {
-        match self {
-            ErrorKind::InvalidInput => ("invalid_input", 400, 65),
-            ErrorKind::TooLarge => ("too_large", 413, 65),
-            ErrorKind::Conflict => ("conflict", 409, 75),
-            ErrorKind::Fenced => ("fenced", 409, 75),
-            ErrorKind::Unavailable => ("unavailable", 503, 75),
-            ErrorKind::NotFound => ("not_found", 404, 66),
-            ErrorKind::NoRow => ("no_row", 404, 66),
-            ErrorKind::Unauthorized => ("unauthorized", 401, 77),
-            ErrorKind::Forbidden => ("forbidden", 403, 77),
-            ErrorKind::Internal => ("internal", 500, 70),
-        }
-    }
-}
-
-impl std::fmt::Display for ErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+use tributary_storage::{lance_kind, ErrorKind};
 
 #[derive(Debug, Snafu)]
 #[snafu(visibility(pub(crate)))]
@@ -247,35 +163,13 @@ impl Error {
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,
-            Error::Publish { source } => publish_kind(source),
+            Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),
-            Error::MemWal { source } => memwal_kind(source),
-            Error::Fold { source } => {
-                use tributary_write::Error as F;
-                match source {
-                    F::Publish { source } => publish_kind(source),
-                    F::Lance { source, .. } => lance_kind(source),
-                    F::MemWal { source } => memwal_kind(source),
-                    F::Halted { .. } => ErrorKind::InvalidInput,
-                    F::LeaseLost { .. } => ErrorKind::Conflict,
-                    F::Storage { .. }
-                    | F::Recovery { .. }
-                    | F::Injected { .. }
-                    | F::Arrow { .. }
-                    | F::UnknownEndpointType { .. } => ErrorKind::Internal,
-                }
-            }
-            Error::Storage { .. } => ErrorKind::Internal,
+            Error::MemWal { source } => source.kind(),
+            Error::Fold { source } => source.kind(),
+            Error::Storage { source } => source.kind(),
+            Error::Read { source } => source.kind(),
             Error::Remote { kind, .. } => *kind,
-            Error::Read { source } => {
-                use tributary_fresh_read::Error as R;
-                match source {
-                    R::InvalidQuery { .. } => ErrorKind::InvalidInput,
-                    R::Lance { source, .. } => lance_kind(source),
-                    R::MemWal { source } => memwal_kind(source),
-                    R::Arrow { .. } => ErrorKind::Internal,
-                }
-            }
         }
     }
 
@@ -309,38 +203,5 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl From<tributary_write::Error> for Error {
     fn from(source: tributary_write::Error) -> Self {
         Error::Fold { source }
-    }
-}
-
-fn publish_kind(source: &tributary_publisher::Error) -> ErrorKind {
-    use tributary_publisher::Error as P;
-    match source {
-        P::Conflict { .. } => ErrorKind::Conflict,
-        P::BranchNotFound { .. } | P::CommitNotFound { .. } | P::NotAGraph { .. } => {
-            ErrorKind::NotFound
-        }
-        P::AlreadyExists { .. } => ErrorKind::InvalidInput,
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn lance_kind(source: &lance::Error) -> ErrorKind {
-    match source {
-        lance::Error::CommitConflict { .. }
-        | lance::Error::RetryableCommitConflict { .. }
-        | lance::Error::IncompatibleTransaction { .. }
-        | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
-        lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => ErrorKind::InvalidInput,
-        _ => ErrorKind::Internal,
-    }
-}
-
-fn memwal_kind(source: &tributary_memwal_adapter::Error) -> ErrorKind {
-    use tributary_memwal_adapter::Error as M;
-    match source {
-        M::Fenced { .. } => ErrorKind::Fenced,
-        M::Backpressure { .. } | M::Interrupted { .. } => ErrorKind::Unavailable,
-        M::PrimaryKeyMismatch { .. } | M::InvalidSetting { .. } => ErrorKind::InvalidInput,
-        M::Lance { .. } | M::Storage { .. } => ErrorKind::Internal,
     }
 }

@@ -53,7 +53,7 @@ mod streaming;
 pub mod wire;
 
 pub use cleanup::CleanupReport;
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
 pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
@@ -61,6 +61,7 @@ pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View};
 pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
+pub use tributary_storage::ErrorKind;
 
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{

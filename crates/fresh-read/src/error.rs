@@ -30,3 +30,16 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// What a caller can do about it.
+    pub fn kind(&self) -> tributary_storage::ErrorKind {
+        use tributary_storage::ErrorKind;
+        match self {
+            Error::InvalidQuery { .. } => ErrorKind::InvalidInput,
+            Error::Lance { source, .. } => tributary_storage::lance_kind(source),
+            Error::MemWal { source } => source.kind(),
+            Error::Arrow { .. } => ErrorKind::Internal,
+        }
+    }
+}

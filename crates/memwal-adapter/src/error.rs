@@ -120,3 +120,19 @@ pub(crate) fn from_lance(
         }
     }
 }
+
+impl Error {
+    /// What a caller can do about it.
+    pub fn kind(&self) -> tributary_storage::ErrorKind {
+        use tributary_storage::ErrorKind;
+        match self {
+            Error::Fenced { .. } => ErrorKind::Fenced,
+            Error::Backpressure { .. } | Error::Interrupted { .. } => ErrorKind::Unavailable,
+            Error::PrimaryKeyMismatch { .. } | Error::InvalidSetting { .. } => {
+                ErrorKind::InvalidInput
+            }
+            Error::Lance { .. } => ErrorKind::Internal,
+            Error::Storage { source } => source.kind(),
+        }
+    }
+}

@@ -50,3 +50,21 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// What a caller can do about it.
+    pub fn kind(&self) -> tributary_storage::ErrorKind {
+        use tributary_storage::ErrorKind;
+        match self {
+            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::BranchNotFound { .. }
+            | Error::CommitNotFound { .. }
+            | Error::NotAGraph { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::InvalidInput,
+            Error::Storage { source } => source.kind(),
+            Error::TableNotPinned { .. } | Error::CorruptRow { .. } | Error::Lance { .. } => {
+                ErrorKind::Internal
+            }
+        }
+    }
+}

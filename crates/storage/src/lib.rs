@@ -7,6 +7,7 @@
 
 mod counting;
 mod error;
+mod kind;
 pub mod lance_text;
 mod wrapper;
 
@@ -24,6 +25,7 @@ use snafu::ResultExt;
 
 pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
 pub use error::{Error, Result};
+pub use kind::{lance_kind, ErrorKind};
 pub use wrapper::GraphStoreWrapper;
 
 /// One object listed below a directory.

@@ -57,6 +57,23 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// What a caller can do about it.
+    pub fn kind(&self) -> tributary_storage::ErrorKind {
+        use tributary_storage::ErrorKind;
+        match self {
+            Error::Storage { source } => source.kind(),
+            Error::Publish { source } => source.kind(),
+            Error::MemWal { source } => source.kind(),
+            Error::Lance { source, .. } => tributary_storage::lance_kind(source),
+            Error::Halted { .. } => ErrorKind::InvalidInput,
+            Error::LeaseLost { .. } => ErrorKind::Conflict,
+            Error::Recovery { .. }
+            | Error::Injected { .. }
+            | Error::Arrow { .. }
+            | Error::UnknownEndpointType { .. } => ErrorKind::Internal,
+        }
+    }
+
     /// Whether another folder won the race for these generations: Lance refused our
     /// compaction mark (stale) or our commit conflicted with theirs. Re-planning folds
     /// whatever is still pending.

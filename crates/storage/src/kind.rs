@@ -1,0 +1,111 @@
+//! [`ErrorKind`]: what a caller can do about an error. Every crate's error reports its
+//! own kind; this is the one table the HTTP status, the wire name in error bodies and the
+//! CLI's exit status derive from.
+
+/// What a caller can do about an error: the small public classification every error maps
+/// to. It is the one table the HTTP status, the wire name in error bodies and the CLI's
+/// exit status derive from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request is wrong (schema, data, filter); retrying it unchanged will fail again.
+    InvalidInput,
+    /// A body or a line over a limit of the server.
+    TooLarge,
+    /// Another writer won a race; re-read and retry.
+    Conflict,
+    /// Another process took over a writer this one held.
+    Fenced,
+    /// Temporarily unable to accept work; retry later.
+    Unavailable,
+    /// A graph, branch, commit or type that does not exist.
+    NotFound,
+    /// A key with no row, in a graph and type that exist.
+    NoRow,
+    /// No valid credentials.
+    Unauthorized,
+    /// Credentials without the scope the request needs.
+    Forbidden,
+    /// A bug or an I/O failure.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The wire name (`invalid_input`, `no_row`, …), as in error bodies.
+    pub const fn name(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The HTTP status of an error of this kind.
+    pub const fn http_status(self) -> u16 {
+        self.row().1
+    }
+
+    /// The exit status of a command failing with this kind (sysexits.h).
+    pub const fn exit_code(self) -> u8 {
+        self.row().2
+    }
+
+    /// The kind of a wire name; `None` for a name this version does not know.
+    pub fn from_name(name: &str) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::InvalidInput,
+        ErrorKind::TooLarge,
+        ErrorKind::Conflict,
+        ErrorKind::Fenced,
+        ErrorKind::Unavailable,
+        ErrorKind::NotFound,
+        ErrorKind::NoRow,
+        ErrorKind::Unauthorized,
+        ErrorKind::Forbidden,
+        ErrorKind::Internal,
+    ];
+
+    /// (wire name, HTTP status, exit status): the one table.
+    const fn row(self) -> (&'static str, u16, u8) {
+        match self {
+            ErrorKind::InvalidInput => ("invalid_input", 400, 65),
+            ErrorKind::TooLarge => ("too_large", 413, 65),
+            ErrorKind::Conflict => ("conflict", 409, 75),
+            ErrorKind::Fenced => ("fenced", 409, 75),
+            ErrorKind::Unavailable => ("unavailable", 503, 75),
+            ErrorKind::NotFound => ("not_found", 404, 66),
+            ErrorKind::NoRow => ("no_row", 404, 66),
+            ErrorKind::Unauthorized => ("unauthorized", 401, 77),
+            ErrorKind::Forbidden => ("forbidden", 403, 77),
+            ErrorKind::Internal => ("internal", 500, 70),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kind of an error Lance reported: a lost commit race is a conflict, a refusal of
+/// the input is invalid input, anything else is internal.
+pub fn lance_kind(source: &lance::Error) -> ErrorKind {
+    match source {
+        lance::Error::CommitConflict { .. }
+        | lance::Error::RetryableCommitConflict { .. }
+        | lance::Error::IncompatibleTransaction { .. }
+        | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
+        lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => ErrorKind::InvalidInput,
+        _ => ErrorKind::Internal,
+    }
+}
+
+impl crate::Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            crate::Error::InvalidUri { .. } => ErrorKind::InvalidInput,
+            crate::Error::Lance { source, .. } => lance_kind(source),
+            crate::Error::ObjectStore { .. } => ErrorKind::Internal,
+        }
+    }
+}

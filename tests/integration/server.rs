@@ -537,3 +537,170 @@ fn error_kinds_have_one_wire_name_status_and_exit_code() {
         ErrorKind::InvalidInput.exit_code()
     );
 }
+
+/// Send raw bytes on a new connection and read the answer's status line and body (the
+/// server closes or answers; the rest of what was announced is never sent).
+async fn raw_exchange(server: &Server, request: &[u8]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    // Read until the headers and a JSON body have arrived (the connection stays open).
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer))
+            .await
+            .expect("the server answers without the announced body")
+            .unwrap();
+        answer.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&answer);
+        if read == 0 || (text.contains("\r\n\r\n") && text.trim_end().ends_with('}')) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Hostile requests each get their status and a JSON body naming the error's kind, with no
+/// server path in it, and the server goes on serving honest clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hostile_requests_get_json_errors_and_the_server_keeps_serving() {
+    let tokens = "w1 write *\nr1 read g\n";
+    let server = start(Some(tokens), Limits::default()).await;
+    let root = server._dir.path().to_string_lossy().into_owned();
+    let kind_of = |body: &str| -> String {
+        let value: Value = serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("{body}"));
+        assert!(!body.contains(&root), "a server path in {body}");
+        value["kind"].as_str().unwrap_or_default().to_owned()
+    };
+
+    // A graph creation without credentials announcing 10 GB: refused before any body.
+    let unauthenticated =
+        b"POST /graphs/x HTTP/1.1\r\nhost: t\r\ncontent-length: 10000000000\r\n\r\nnode A";
+    let (status, body) = raw_exchange(&server, unauthenticated).await;
+    assert_eq!((status, kind_of(&body).as_str()), (401, "unauthorized"));
+    // With credentials, a schema over its bound is refused as soon as it passes it.
+    let oversized = format!(
+        "POST /graphs/x HTTP/1.1\r\nhost: t\r\nauthorization: Bearer w1\r\ncontent-length: 10000000000\r\n\r\n{}",
+        "x".repeat((1 << 20) + 1)
+    );
+    let (status, body) = raw_exchange(&server, oversized.as_bytes()).await;
+    assert_eq!((status, kind_of(&body).as_str()), (413, "too_large"));
+
+    let get = |path: &str| server.client.get(server.url(path)).bearer_auth("r1").send();
+    for (path, status, needle) in [
+        (
+            "/graphs/g/search/Person?text=a&k=1099511627776",
+            400,
+            "bound of 10000",
+        ),
+        (
+            "/graphs/g/types/Person?limit=99999999999",
+            400,
+            "bound of 10000000",
+        ),
+        ("/graphs/g/types/Person?limit=abc", 400, "bad query string"),
+        (
+            "/graphs/g/types/Person?fresh=maybe",
+            400,
+            "bad query string",
+        ),
+        (
+            "/graphs/g/types/Person?branch=../../etc",
+            400,
+            "is not a branch name",
+        ),
+        ("/graphs/g/commits?limit=-1", 400, "bad query string"),
+        ("/graphs/g/types/%FF%FE", 400, "bad path"),
+        ("/graphs/g/nope/nope/nope", 404, "no such endpoint"),
+        ("/graphs/other/schema", 403, ""),
+    ] {
+        let response = get(path).await.unwrap();
+        assert_eq!(response.status().as_u16(), status, "{path}");
+        let body = response.text().await.unwrap();
+        assert!(!kind_of(&body).is_empty(), "{path}: {body}");
+        assert!(body.contains(needle), "{path}: {body}");
+    }
+
+    // Creating a graph that exists says so, without saying where it lives.
+    let existing = server
+        .client
+        .post(server.url("/graphs/g"))
+        .bearer_auth("w1")
+        .body("node A { k: String @key }")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(existing.status(), StatusCode::BAD_REQUEST);
+    let body = existing.text().await.unwrap();
+    assert!(body.contains("graph `g` already exists"), "{body}");
+    kind_of(&body);
+
+    // The honest client is served throughout.
+    let schema = get("/graphs/g/schema").await.unwrap();
+    assert_eq!(schema.status(), StatusCode::OK);
+}
+
+/// A load whose client goes away mid-body is not answered "too large" (the metrics count
+/// what was answered).
+#[tokio::test]
+async fn a_load_body_that_breaks_off_is_not_too_large() {
+    use tokio::io::AsyncWriteExt;
+    let server = start(None, Limits::default()).await;
+    let address = server.base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(person("ada", 1).as_bytes()).await.unwrap();
+    stream.shutdown().await.unwrap();
+    // The server saw the body break off; wait for its answer to be counted.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = server.get("/metrics").await.text().await.unwrap();
+        assert!(!metrics.contains("status=\"413\""), "{metrics}");
+        if metrics.contains("status=\"400\"") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the broken load was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A graph that is slow to open holds up no request to another graph.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn opening_one_graph_holds_up_no_other() {
+    let server = start(None, Limits::default()).await;
+    Graph::init(&server._dir.path().join("slow").to_string_lossy(), SCHEMA)
+        .await
+        .unwrap();
+    // `g` is open and cached before `slow` starts opening.
+    assert_eq!(
+        server.get("/graphs/g/schema").await.status(),
+        StatusCode::OK
+    );
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("graph::open", "pause").unwrap();
+    let slow = tokio::spawn({
+        let request = server.client.get(server.url("/graphs/slow/schema")).send();
+        async move { request.await.unwrap().status() }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let other = tokio::time::timeout(Duration::from_secs(20), server.get("/graphs/g/schema")).await;
+    // Unpause before judging, so a failure does not leave the slow open blocked forever.
+    fail::cfg("graph::open", "off").unwrap();
+    let other = other.expect("a request to another graph waited for the slow open");
+    assert_eq!(other.status(), StatusCode::OK);
+    assert_eq!(slow.await.unwrap(), StatusCode::OK);
+    scenario.teardown();
+}

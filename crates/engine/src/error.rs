@@ -61,6 +61,15 @@ pub enum Error {
     #[snafu(display("search needs k of at least 1"))]
     ZeroResults,
 
+    /// Lance sizes a search's buffers by `k`: a huge one could exhaust memory.
+    #[snafu(display("k = {k} is over the bound of {max} results a search returns"))]
+    TooManyResults { k: usize, max: usize },
+
+    #[snafu(display(
+        "limit = {limit} is over the bound of {max} rows; leave the limit out to read every row"
+    ))]
+    LimitTooLarge { limit: usize, max: usize },
+
     #[snafu(display(
         "{type_name} has no full-text indexed field; declare one, e.g. `bio: String? @index(fts)`"
     ))]
@@ -156,6 +165,8 @@ impl Error {
             | Error::UnknownColumn { .. }
             | Error::NotAnEndpoint { .. }
             | Error::ZeroResults
+            | Error::TooManyResults { .. }
+            | Error::LimitTooLarge { .. }
             | Error::NoTextIndex { .. }
             | Error::NoVectorIndex { .. }
             | Error::SeveralVectorIndexes { .. }

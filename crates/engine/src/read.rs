@@ -97,10 +97,22 @@ impl OpenTable {
     }
 }
 
+/// The most results one search returns.
+pub const MAX_SEARCH_K: usize = 10_000;
+
+/// The largest `limit` a read takes; a read without one returns every row.
+pub const MAX_READ_LIMIT: usize = 10_000_000;
+
 impl Graph {
     /// Rows of a type.
     pub async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
         let ty = self.type_def(type_name)?;
+        if let Some(limit) = options.limit.filter(|&limit| limit > MAX_READ_LIMIT) {
+            return Err(Error::LimitTooLarge {
+                limit,
+                max: MAX_READ_LIMIT,
+            });
+        }
         if let Some(columns) = &options.select {
             check_columns(ty, columns)?;
         }
@@ -231,6 +243,12 @@ impl Graph {
         };
         if k == 0 {
             return Err(Error::ZeroResults);
+        }
+        if k > MAX_SEARCH_K {
+            return Err(Error::TooManyResults {
+                k,
+                max: MAX_SEARCH_K,
+            });
         }
         let snapshot = self.snapshot(&view.at).await?;
         let table = self.open_for_read(&snapshot, ty, &view).await?;

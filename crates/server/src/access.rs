@@ -49,7 +49,7 @@ impl<S: NeedsScope + Send> FromRequestParts<Arc<AppState>> for Access<S> {
     ) -> Result<Self, Self::Rejection> {
         let params = RawPathParams::from_request_parts(parts, state)
             .await
-            .map_err(|e| ApiError::invalid(e.body_text()))?;
+            .map_err(|e| ApiError::invalid(format!("bad path: {}", e.body_text())))?;
         let id = params
             .iter()
             .find(|(name, _)| *name == "id")

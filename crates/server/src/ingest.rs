@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::channel::{mpsc, oneshot};
@@ -15,6 +15,7 @@ use tributary::{ErrorKind, Graph, IngestAck, IngestOptions, StreamLine, MAIN_BRA
 
 use crate::access::Writing;
 use crate::error::{ApiError, ErrorBody, LineRecord};
+use crate::extract::Query;
 use crate::lines::{LineSplitter, Piece};
 use crate::AppState;
 

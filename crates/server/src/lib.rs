@@ -5,6 +5,7 @@
 mod access;
 mod auth;
 mod error;
+mod extract;
 mod ingest;
 mod lines;
 mod metrics;
@@ -20,7 +21,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 use tributary::Graph;
 
 pub use auth::{Scope, Tokens};
@@ -88,7 +89,9 @@ pub struct ServerConfig {
 
 pub struct AppState {
     config: ServerConfig,
-    graphs: Mutex<HashMap<String, Arc<Graph>>>,
+    /// Each graph opens once, at its first use; its cell is taken under the map's lock,
+    /// and filled outside it, so opening (or creating) one graph never holds up another.
+    graphs: Mutex<HashMap<String, Arc<OnceCell<Arc<Graph>>>>>,
     /// (graph, branch) pairs whose background folder runs.
     folders: Mutex<HashSet<(String, String)>>,
     metrics: metrics::Metrics,
@@ -138,8 +141,8 @@ impl AppState {
     /// The open graph `id`, opened at its first use.
     async fn graph(&self, id: &str) -> Result<Arc<Graph>, ApiError> {
         let path = self.path_of(id)?;
-        let mut graphs = self.graphs.lock().await;
-        if let Some(graph) = graphs.get(id) {
+        let cell = self.graphs.lock().await.get(id).cloned();
+        if let Some(graph) = cell.as_ref().and_then(|cell| cell.get()) {
             return Ok(graph.clone());
         }
         if !std::path::Path::new(&path)
@@ -148,17 +151,54 @@ impl AppState {
         {
             return Err(ApiError::not_found(format!("no graph `{id}`")));
         }
-        let graph = Arc::new(Graph::open(&path).await?);
-        graphs.insert(id.to_owned(), graph.clone());
-        Ok(graph)
+        let cell = self.cell(id).await;
+        let graph = cell
+            .get_or_try_init(|| async { Graph::open(&path).await.map(Arc::new) })
+            .await?;
+        Ok(graph.clone())
+    }
+
+    /// The cell of graph `id` (made empty if there is none yet).
+    async fn cell(&self, id: &str) -> Arc<OnceCell<Arc<Graph>>> {
+        self.graphs
+            .lock()
+            .await
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
     }
 
     async fn create_graph(&self, id: &str, schema: &str) -> Result<Arc<Graph>, ApiError> {
         let path = self.path_of(id)?;
-        let mut graphs = self.graphs.lock().await;
-        let graph = Arc::new(Graph::init(&path, schema).await?);
-        graphs.insert(id.to_owned(), graph.clone());
-        Ok(graph)
+        let exists = || ApiError::invalid(format!("graph `{id}` already exists"));
+        if std::path::Path::new(&path)
+            .join("__manifest.lance")
+            .exists()
+        {
+            return Err(exists());
+        }
+        let cell = self.cell(id).await;
+        let mut created = false;
+        let graph = cell
+            .get_or_try_init(|| async {
+                created = true;
+                Graph::init(&path, schema).await.map(Arc::new)
+            })
+            .await?;
+        if !created {
+            return Err(exists());
+        }
+        Ok(graph.clone())
+    }
+
+    /// Every graph opened so far.
+    async fn open_graphs(&self) -> Vec<(String, Arc<Graph>)> {
+        self.graphs
+            .lock()
+            .await
+            .iter()
+            .filter_map(|(id, cell)| Some((id.clone(), cell.get()?.clone())))
+            .collect()
     }
 
     /// Folds publish what ingests acknowledge: one background folder per graph and branch,
@@ -177,13 +217,7 @@ impl AppState {
     }
 
     async fn render_metrics(&self) -> String {
-        let graphs: Vec<(String, Arc<Graph>)> = self
-            .graphs
-            .lock()
-            .await
-            .iter()
-            .map(|(id, g)| (id.clone(), g.clone()))
-            .collect();
+        let graphs = self.open_graphs().await;
         let mut gauges = Vec::new();
         for (id, graph) in graphs {
             let Ok(status) = graph.ingest_status(tributary::MAIN_BRANCH).await else {
@@ -205,8 +239,7 @@ impl AppState {
 
     /// Stop the background folders and flush every writer (on shutdown).
     pub async fn close(&self) {
-        let graphs: Vec<Arc<Graph>> = self.graphs.lock().await.values().cloned().collect();
-        for graph in graphs {
+        for (_, graph) in self.open_graphs().await {
             graph.stop_folder().await;
             if let Err(error) = graph.close().await {
                 tracing::warn!(%error, "could not close a graph cleanly");

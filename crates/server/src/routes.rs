@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -18,6 +18,7 @@ use tributary::{
 use crate::access::{main_branch, AtParams, BranchParams, Reading, Writing};
 use crate::auth::Scope;
 use crate::error::ApiError;
+use crate::extract::{read_body, Path, Query};
 use crate::AppState;
 
 pub use tributary::wire::ARROW_STREAM;
@@ -66,8 +67,9 @@ pub async fn create_graph(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Result<Response, ApiError> {
+    // Who asks, and whether creating is on, are settled before a byte of the body is read.
     state.authorize(&headers, Scope::Write, Some(&id))?;
     if !state.config.allow_init {
         return Err(ApiError::new(
@@ -75,6 +77,7 @@ pub async fn create_graph(
             "creating graphs over the API is off; start the server with --init",
         ));
     }
+    let body = read_body(body, MAX_SCHEMA_BYTES).await?;
     let schema = text_body(&body)?;
     let graph = state.create_graph(&id, schema).await?;
     let head = graph.snapshot(&At::default()).await?;
@@ -85,6 +88,9 @@ pub async fn create_graph(
     });
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
+
+/// The largest schema `POST /graphs/{id}` takes.
+const MAX_SCHEMA_BYTES: usize = 1 << 20;
 
 /// Run a write to its end even when its client goes away: axum drops a handler's future
 /// when the connection closes, and a commit must not stop half-way (between its table
@@ -118,10 +124,7 @@ pub async fn load(
     Query(params): Query<LoadParams>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let limit = state.config.limits.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, limit)
-        .await
-        .map_err(|_| ApiError::too_large(limit))?;
+    let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
     let mode = match params.mode.as_deref() {
         None | Some("upsert") => LoadMode::Upsert,
         Some("insert") => LoadMode::Insert,

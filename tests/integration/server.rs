@@ -704,3 +704,69 @@ async fn opening_one_graph_holds_up_no_other() {
     assert_eq!(slow.await.unwrap(), StatusCode::OK);
     scenario.teardown();
 }
+
+/// Beyond `max_loads` loads (or `max_ingest_streams` streams) of one graph at once, a
+/// request is answered 503 with `Retry-After` before its body is read; a place freed is
+/// taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn loads_and_streams_beyond_their_bound_are_503_with_retry_after() {
+    use tokio::io::AsyncWriteExt;
+    let limits = Limits {
+        max_loads: 1,
+        max_ingest_streams: 1,
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    // A load whose body is still arriving holds the graph's one load place.
+    let address = server.base.trim_start_matches("http://");
+    let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let load = || server.post("/graphs/g/load", ndjson(&[person("ada", 1)]));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        let response = load().await;
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            break response;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second load was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["kind"], "unavailable");
+    assert!(
+        body["error"].as_str().unwrap().contains("--max-loads"),
+        "{body}"
+    );
+    drop(slow);
+    loop {
+        if load().await.status() == StatusCode::OK {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the freed place was never taken");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // An open ingest stream holds the one stream place.
+    let (mut feed, body) = streamed_body();
+    let open = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send();
+    feed.send(Ok(ndjson(&[person("bob", 2)]).into_bytes()))
+        .await
+        .unwrap();
+    let open = open.await.unwrap();
+    assert_eq!(open.status(), StatusCode::OK);
+    let second = server.ingest(ndjson(&[person("cy", 3)])).await;
+    assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(second.headers().contains_key("retry-after"));
+    drop(feed);
+    drop(open);
+}

@@ -33,6 +33,13 @@ pub struct ServeArgs {
     /// process's next fold publishes it) and exits 0.
     #[arg(long, default_value_t = Limits::default().shutdown_grace.as_secs())]
     shutdown_grace: u64,
+    /// Loads of one graph running at once; beyond, a load is answered 503 with
+    /// Retry-After (the CLI's remote commands report it as `unavailable`, exit 75).
+    #[arg(long, default_value_t = Limits::default().max_loads)]
+    max_loads: usize,
+    /// Ingest streams of one graph open at once; beyond, 503 with Retry-After.
+    #[arg(long, default_value_t = Limits::default().max_ingest_streams)]
+    max_ingest_streams: usize,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -75,6 +82,8 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
             max_body_bytes: args.max_body_bytes,
             max_line_bytes: args.max_line_bytes,
             shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
+            max_loads: args.max_loads.max(1),
+            max_ingest_streams: args.max_ingest_streams.max(1),
             ..Limits::default()
         },
     };

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use tributary::{ErrorKind, Graph, IngestAck, IngestOptions, StreamLine, MAIN_BRANCH};
 
 use crate::access::Writing;
+use crate::admission::Work;
 use crate::error::{ApiError, ErrorBody, LineRecord};
 use crate::extract::Query;
 use crate::lines::{LineSplitter, Piece};
@@ -84,10 +85,19 @@ pub async fn ingest(
         strict: params.strict,
     };
     graph.ingestor(&options)?;
+    let admitted = state.admission.admit(&id, Work::IngestStream)?;
     state.ensure_folder(&id, &graph, &options.branch).await;
     let (records, stream) = mpsc::channel::<Bytes>(16);
     let (started, first) = oneshot::channel();
-    tokio::spawn(run(state.clone(), graph, options, body, records, started));
+    tokio::spawn(run(
+        state.clone(),
+        admitted,
+        graph,
+        options,
+        body,
+        records,
+        started,
+    ));
     if let Ok(Err(error)) = first.await {
         return Err(error);
     }
@@ -118,14 +128,18 @@ struct Session {
     through_line: u64,
 }
 
+/// The stream, to its end whether or not its client stays; it holds its place among the
+/// graph's streams (`admitted`) as long.
 async fn run(
     state: Arc<AppState>,
+    admitted: tokio::sync::OwnedSemaphorePermit,
     graph: Arc<Graph>,
     options: IngestOptions,
     body: Body,
     records: mpsc::Sender<Bytes>,
     started: oneshot::Sender<Result<(), ApiError>>,
 ) {
+    let _admitted = admitted;
     let limits = state.config.limits;
     let begun = Instant::now();
     let mut session = Session {

@@ -3,6 +3,7 @@
 //! `openapi.json` (a test holds the two together).
 
 mod access;
+mod admission;
 mod auth;
 mod error;
 mod extract;
@@ -63,6 +64,10 @@ pub struct Limits {
     /// At shutdown, how long requests in flight may take to finish before the server
     /// flushes its writers and stops anyway.
     pub shutdown_grace: std::time::Duration,
+    /// Loads of one graph running at once; beyond, 503 with `Retry-After`.
+    pub max_loads: usize,
+    /// Ingest streams of one graph open at once; beyond, 503 with `Retry-After`.
+    pub max_ingest_streams: usize,
 }
 
 impl Default for Limits {
@@ -72,6 +77,8 @@ impl Default for Limits {
             max_line_bytes: 1 << 20,
             batch_lines: 10_000,
             shutdown_grace: std::time::Duration::from_secs(10),
+            max_loads: 16,
+            max_ingest_streams: 64,
         }
     }
 }
@@ -95,11 +102,13 @@ pub struct AppState {
     /// (graph, branch) pairs whose background folder runs.
     folders: Mutex<HashSet<(String, String)>>,
     metrics: metrics::Metrics,
+    admission: admission::Admission,
 }
 
 impl AppState {
     pub fn new(config: ServerConfig) -> Arc<AppState> {
         Arc::new(AppState {
+            admission: admission::Admission::new(config.limits),
             config,
             graphs: Mutex::new(HashMap::new()),
             folders: Mutex::new(HashSet::new()),

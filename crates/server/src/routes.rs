@@ -16,6 +16,7 @@ use tributary::{
 };
 
 use crate::access::{main_branch, AtParams, BranchParams, Reading, Writing};
+use crate::admission::Work;
 use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::extract::{read_body, Path, Query};
@@ -120,10 +121,11 @@ pub struct LoadParams {
 
 pub async fn load(
     State(state): State<Arc<AppState>>,
-    Writing { graph, .. }: Writing,
+    Writing { id, graph, .. }: Writing,
     Query(params): Query<LoadParams>,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let admitted = state.admission.admit(&id, Work::Load)?;
     let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
     let mode = match params.mode.as_deref() {
         None | Some("upsert") => LoadMode::Upsert,
@@ -140,7 +142,11 @@ pub async fn load(
         actor: "tributary:server".to_owned(),
     };
     let text = text_body(&bytes)?.to_owned();
-    let outcome = to_the_end(async move { graph.load(&text, &options).await }).await?;
+    let outcome = to_the_end(async move {
+        let _admitted = admitted;
+        graph.load(&text, &options).await
+    })
+    .await?;
     Ok(Json(outcome).into_response())
 }
 

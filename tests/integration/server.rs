@@ -770,3 +770,101 @@ async fn loads_and_streams_beyond_their_bound_are_503_with_retry_after() {
     drop(feed);
     drop(open);
 }
+
+/// Read from a raw connection until it closes or a whole answer arrived; `None` if the
+/// server neither answered nor closed within 30 s.
+async fn answer_or_close(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer)).await;
+        match read {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(String::from_utf8_lossy(&answer).into_owned()),
+            Ok(Ok(n)) => answer.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
+
+/// Slow clients cannot hold the server: one that never finishes its headers is cut after
+/// the header-read timeout, connections over the cap are answered 503 and closed, and an
+/// ingest stream that sends nothing is ended, its acknowledged rows kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn slow_clients_are_cut_and_connections_are_capped() {
+    use tokio::io::AsyncWriteExt;
+    let limits = Limits {
+        header_read_timeout: Duration::from_millis(300),
+        ingest_idle_timeout: Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+
+    let mut slow = tokio::net::TcpStream::connect(&address).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\n")
+        .await
+        .unwrap();
+    let cut = answer_or_close(&mut slow).await;
+    assert!(
+        cut.is_some(),
+        "a client that never finished its headers was kept"
+    );
+    assert!(!cut.unwrap().contains("200 OK"));
+
+    // On a server of three connections (and a header timer far longer than this takes),
+    // three idle connections fill the cap.
+    let capped = start(
+        None,
+        Limits {
+            max_connections: 3,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let address = capped.base.trim_start_matches("http://").to_owned();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut over = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let refused = answer_or_close(&mut over).await.unwrap_or_default();
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("retry-after"), "{refused}");
+    assert!(refused.contains("\"kind\":\"unavailable\""), "{refused}");
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let served = server.client.get(server.url("/healthz")).send().await;
+        if served.is_ok_and(|r| r.status() == StatusCode::OK) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "freed connections were never served again"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // An ingest stream that sends one line, then nothing.
+    let (mut feed, body) = streamed_body();
+    let request = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send();
+    feed.send(Ok(ndjson(&[person("ada", 1)]).into_bytes()))
+        .await
+        .unwrap();
+    let response = request.await.unwrap();
+    let text = tokio::time::timeout(Duration::from_secs(30), response.text())
+        .await
+        .expect("an idle stream was never ended")
+        .unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["acked"], 1, "{text}");
+    assert_eq!(summary["error"]["kind"], "unavailable", "{text}");
+    drop(feed);
+}

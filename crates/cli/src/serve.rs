@@ -40,6 +40,16 @@ pub struct ServeArgs {
     /// Ingest streams of one graph open at once; beyond, 503 with Retry-After.
     #[arg(long, default_value_t = Limits::default().max_ingest_streams)]
     max_ingest_streams: usize,
+    /// Connections open at once; beyond, a new one is answered 503 and closed.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// Seconds a connection may take to send a request's headers (slow clients are cut).
+    #[arg(long, default_value_t = Limits::default().header_read_timeout.as_secs())]
+    header_read_timeout: u64,
+    /// Seconds an ingest stream may send nothing before the server ends it (its
+    /// acknowledged rows stay acknowledged).
+    #[arg(long, default_value_t = Limits::default().ingest_idle_timeout.as_secs())]
+    ingest_idle_timeout: u64,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -84,6 +94,9 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
             shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
             max_loads: args.max_loads.max(1),
             max_ingest_streams: args.max_ingest_streams.max(1),
+            max_connections: args.max_connections.max(1),
+            header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
+            ingest_idle_timeout: std::time::Duration::from_secs(args.ingest_idle_timeout.max(1)),
             ..Limits::default()
         },
     };

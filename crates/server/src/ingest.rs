@@ -155,7 +155,20 @@ async fn run(
     let mut splitter = LineSplitter::new(limits.max_line_bytes);
     let mut body = body.into_data_stream();
     let stop = loop {
-        let pieces = match body.next().await {
+        let next = tokio::time::timeout(limits.ingest_idle_timeout, body.next()).await;
+        let Ok(next) = next else {
+            // A client that sends nothing holds a stream place and a connection: end it.
+            // What it sent before is acknowledged; its partial last line is never sent.
+            break Some(Stop::Failed(ErrorBody {
+                kind: ErrorKind::Unavailable.name().into(),
+                error: format!(
+                    "the stream sent nothing for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
+                    limits.ingest_idle_timeout.as_secs_f64()
+                ),
+                lines: Vec::new(),
+            }));
+        };
+        let pieces = match next {
             Some(Ok(chunk)) => splitter.push(&chunk),
             // A broken body (client gone): its partial last line is never sent.
             Some(Err(_)) => break Some(Stop::Disconnected),

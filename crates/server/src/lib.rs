@@ -5,6 +5,7 @@
 mod access;
 mod admission;
 mod auth;
+mod connection;
 mod error;
 mod extract;
 mod ingest;
@@ -68,6 +69,12 @@ pub struct Limits {
     pub max_loads: usize,
     /// Ingest streams of one graph open at once; beyond, 503 with `Retry-After`.
     pub max_ingest_streams: usize,
+    /// Connections open at once; beyond, a new one is answered 503 and closed.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers.
+    pub header_read_timeout: std::time::Duration,
+    /// How long an ingest stream may send nothing before the server ends it.
+    pub ingest_idle_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -79,6 +86,9 @@ impl Default for Limits {
             shutdown_grace: std::time::Duration::from_secs(10),
             max_loads: 16,
             max_ingest_streams: 64,
+            max_connections: 1024,
+            header_read_timeout: std::time::Duration::from_secs(10),
+            ingest_idle_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -309,41 +319,61 @@ async fn count_status(
 /// Serve until `shutdown` resolves; then stop accepting, give requests in flight up to
 /// `Limits::shutdown_grace` to finish, stop the folders and flush every writer, so what
 /// was acknowledged is in generations (any process's next fold publishes it).
+///
+/// Each connection must send its headers within `Limits::header_read_timeout`; at most
+/// `Limits::max_connections` are open at once, and one over it is answered 503 and closed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(state.clone());
-    let (stopping, mut stop_seen) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stopping.send(true);
-    });
-    let server = std::future::IntoFuture::into_future(server);
-    tokio::pin!(server);
-    let stop_seen = async move {
-        // Only `send(true)` ends the wait (the sender lives as long as the server does).
-        while stop_seen.changed().await.is_ok() {
-            if *stop_seen.borrow() {
-                return;
+    let limits = state.config.limits;
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let (stopping, stop) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(error) => {
+                // Out of file descriptors, say: wait a moment rather than spin.
+                tracing::warn!(%error, "accepting a connection failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
             }
-        }
-        std::future::pending::<()>().await;
-    };
-    let served = tokio::select! {
-        served = &mut server => served,
-        _ = stop_seen => {
-            let grace = state.config.limits.shutdown_grace;
-            match tokio::time::timeout(grace, &mut server).await {
-                Ok(served) => served,
-                Err(_) => {
-                    tracing::warn!(?grace, "requests still in flight after the shutdown grace; stopping anyway");
-                    Ok(())
-                }
-            }
-        }
-    };
+        };
+        while connections.try_join_next().is_some() {}
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            state.metrics.responded(503);
+            connections.spawn(connection::refuse(stream));
+            continue;
+        };
+        connections.spawn(connection::serve(
+            stream,
+            app.clone(),
+            limits.header_read_timeout,
+            stop.clone(),
+            permit,
+        ));
+    }
+    let _ = stopping.send(true);
+    let grace = limits.shutdown_grace;
+    let drained = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            ?grace,
+            "requests still in flight after the shutdown grace; stopping anyway"
+        );
+        connections.abort_all();
+    }
     state.close().await;
-    served
+    Ok(())
 }

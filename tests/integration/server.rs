@@ -283,7 +283,7 @@ async fn a_disconnect_mid_stream_loses_no_acked_row_and_writes_no_half_line() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn tokens_scope_reads_and_writes() {
-    let tokens = "# token scope graph\nw1 write g\nr1 read *\n";
+    let tokens = "# token scope graph\nw1 write g\nr1 read *\nm1 metrics *\n";
     let server = start(Some(tokens), Limits::default()).await;
     let load = |token: Option<&str>| {
         let mut request = server
@@ -319,6 +319,19 @@ async fn tokens_scope_reads_and_writes() {
     );
     let metrics = server.get("/metrics").await;
     assert_eq!(metrics.status(), StatusCode::UNAUTHORIZED);
+    // Only a metrics grant reads /metrics, and it reads nothing else.
+    let scraped = |token: &'static str| {
+        server
+            .client
+            .get(server.url("/metrics"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(scraped("m1").await.unwrap().status(), StatusCode::OK);
+    assert_eq!(scraped("w1").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(scraped("r1").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert_eq!(read("m1").await.unwrap().status(), StatusCode::FORBIDDEN);
+    assert!(Tokens::parse("m2 metrics g").unwrap_err().contains("`*`"));
     let health = server.get("/healthz").await;
     assert_eq!(health.status(), StatusCode::OK);
     let error = Tokens::parse("secret-token admin *").unwrap_err();

@@ -16,7 +16,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: String,
     /// Bearer tokens, one per line: `TOKEN SCOPE GRAPH` (scope `read` or `write`, a write
-    /// token may also read; GRAPH an id or `*`). Without it nothing is checked.
+    /// token may also read; GRAPH an id or `*`), or `TOKEN metrics *`, the only grant that
+    /// reads /metrics. Without it nothing is checked.
     #[arg(long)]
     tokens: Option<PathBuf>,
     /// Allow creating graphs over the API (`tributary init --server …`).

@@ -59,7 +59,7 @@ pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};
-pub use status::{IngestStatus, ShardIngestStatus, TableIngestStatus};
+pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 pub use tributary_storage::ErrorKind;
 

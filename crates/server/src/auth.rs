@@ -1,4 +1,6 @@
-//! Bearer tokens: `TOKEN SCOPE GRAPH` per line (`read` or `write`; a graph id or `*`).
+//! Bearer tokens: `TOKEN SCOPE GRAPH` per line: `read` or `write` a graph id or `*`, or
+//! `metrics *` (only `/metrics`, which covers every graph; read and write tokens do not
+//! reach it).
 
 use tributary::ErrorKind;
 
@@ -8,6 +10,8 @@ use crate::error::ApiError;
 pub enum Scope {
     Read,
     Write,
+    /// `/metrics` only: no graph's data, every graph's gauges.
+    Metrics,
 }
 
 #[derive(Clone)]
@@ -51,9 +55,15 @@ impl Tokens {
             let scope = match *scope {
                 "read" => Scope::Read,
                 "write" => Scope::Write,
+                "metrics" if *graph == "*" => Scope::Metrics,
+                "metrics" => {
+                    return Err(format!(
+                        "line {at}: a metrics grant covers every graph: write `*`, not `{graph}`"
+                    ))
+                }
                 other => {
                     return Err(format!(
-                        "line {at}: scope must be `read` or `write`, not `{other}`"
+                        "line {at}: scope must be `read`, `write` or `metrics`, not `{other}`"
                     ))
                 }
             };
@@ -69,8 +79,8 @@ impl Tokens {
         Ok(Tokens { grants })
     }
 
-    /// May the bearer of `token` act with `scope` on `graph` (`None`: no particular graph,
-    /// e.g. `/metrics`, where any valid token will do)?
+    /// May the bearer of `token` act with `scope` on `graph` (`None`: no particular graph)?
+    /// A write grant also reads; a metrics grant is for `/metrics` alone.
     pub fn check(
         &self,
         token: Option<&str>,
@@ -89,7 +99,12 @@ impl Tokens {
             return Err(unauthorized("the bearer token is not valid"));
         }
         let allowed = mine.iter().any(|g| {
-            g.scope >= scope
+            let covers = if g.scope == Scope::Metrics || scope == Scope::Metrics {
+                g.scope == scope
+            } else {
+                g.scope >= scope
+            };
+            covers
                 && match (graph, &g.graph) {
                     (_, None) | (None, _) => true,
                     (Some(wanted), Some(granted)) => wanted == granted,
@@ -98,17 +113,21 @@ impl Tokens {
         if allowed {
             Ok(())
         } else {
-            let what = match scope {
-                Scope::Read => "read",
-                Scope::Write => "write",
-            };
-            Err(ApiError::new(
-                ErrorKind::Forbidden,
-                format!(
-                    "the token may not {what} {}",
+            let message = match scope {
+                Scope::Metrics => {
+                    "the token may not read /metrics: it takes a `TOKEN metrics *` grant".to_owned()
+                }
+                Scope::Read | Scope::Write => format!(
+                    "the token may not {} {}",
+                    if scope == Scope::Read {
+                        "read"
+                    } else {
+                        "write"
+                    },
                     graph.map_or("here".to_owned(), |g| format!("graph `{g}`"))
                 ),
-            ))
+            };
+            Err(ApiError::new(ErrorKind::Forbidden, message))
         }
     }
 }

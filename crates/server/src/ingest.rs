@@ -9,7 +9,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use futures::channel::{mpsc, oneshot};
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tributary::{ErrorKind, Graph, IngestAck, IngestOptions, StreamLine, MAIN_BRANCH};
 
@@ -154,21 +154,28 @@ async fn run(
     };
     let mut splitter = LineSplitter::new(limits.max_line_bytes);
     let mut body = body.into_data_stream();
+    // The end or the break of the body, met while gathering chunks: handled next turn.
+    let mut lookahead = None;
     let stop = loop {
-        let next = tokio::time::timeout(limits.ingest_idle_timeout, body.next()).await;
-        let Ok(next) = next else {
-            // A client that sends nothing holds a stream place and a connection: end it.
-            // What it sent before is acknowledged; its partial last line is never sent.
-            break Some(Stop::Failed(ErrorBody {
-                kind: ErrorKind::Unavailable.name().into(),
-                error: format!(
-                    "the stream sent nothing for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
-                    limits.ingest_idle_timeout.as_secs_f64()
-                ),
-                lines: Vec::new(),
-            }));
+        let next = match lookahead.take() {
+            Some(next) => next,
+            None => match tokio::time::timeout(limits.ingest_idle_timeout, body.next()).await {
+                Ok(next) => next,
+                // A client that sends nothing holds a stream place and a connection: end
+                // it. What it sent before is acknowledged; its partial last line is not.
+                Err(_) => {
+                    break Some(Stop::Failed(ErrorBody {
+                        kind: ErrorKind::Unavailable.name().into(),
+                        error: format!(
+                            "the stream sent nothing for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
+                            limits.ingest_idle_timeout.as_secs_f64()
+                        ),
+                        lines: Vec::new(),
+                    }))
+                }
+            },
         };
-        let pieces = match next {
+        let mut pieces = match next {
             Some(Ok(chunk)) => splitter.push(&chunk),
             // A broken body (client gone): its partial last line is never sent.
             Some(Err(_)) => break Some(Stop::Disconnected),
@@ -183,6 +190,18 @@ async fn run(
                 }
             }
         };
+        // Chunks that have arrived meanwhile join this send (one WAL append), up to a
+        // batch: how a client cuts its body does not decide how many appends it costs.
+        while pieces.len() < limits.batch_lines {
+            match body.next().now_or_never() {
+                Some(Some(Ok(chunk))) => pieces.extend(splitter.push(&chunk)),
+                Some(ended) => {
+                    lookahead = Some(ended);
+                    break;
+                }
+                None => break,
+            }
+        }
         if let Err(stop) = session.send_pieces(pieces, limits.batch_lines).await {
             break Some(stop);
         }

@@ -239,18 +239,14 @@ impl AppState {
         let graphs = self.open_graphs().await;
         let mut gauges = Vec::new();
         for (id, graph) in graphs {
-            let Ok(status) = graph.ingest_status(tributary::MAIN_BRANCH).await else {
+            let Ok(pending) = graph.pending().await else {
                 continue;
             };
             gauges.push(metrics::GraphGauges {
                 graph: id,
-                pending_rows: status.tables.iter().map(|t| t.pending_rows).sum(),
-                pending_bytes: status.tables.iter().map(|t| t.pending_bytes).sum(),
-                fold_lag: status
-                    .tables
-                    .iter()
-                    .filter_map(|t| t.oldest_pending_age)
-                    .max(),
+                pending_rows: pending.rows,
+                pending_bytes: pending.bytes,
+                fold_lag: pending.oldest_age,
             });
         }
         self.metrics.render(&gauges)

@@ -58,7 +58,7 @@ pub async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    state.authorize(&headers, Scope::Read, None)?;
+    state.authorize(&headers, Scope::Metrics, None)?;
     let text = state.render_metrics().await;
     Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
 }

@@ -292,6 +292,77 @@ impl LineSource {
     }
 }
 
+/// How long `ingest --server` keeps retrying a server that refuses to start the stream.
+const REMOTE_PATIENCE: Duration = Duration::from_secs(300);
+
+/// The lines of a remote ingest, re-sendable until the server has started the stream:
+/// what a refused attempt had taken from the source goes first in the next one. The
+/// source is locked only by the body that reads it; the bookkeeping only briefly, so the
+/// caller can mark the stream started while the body waits for input.
+#[derive(Clone)]
+struct Replay {
+    source: Arc<tokio::sync::Mutex<LineSource>>,
+    book: Arc<std::sync::Mutex<Book>>,
+}
+
+#[derive(Default)]
+struct Book {
+    resend: std::collections::VecDeque<Vec<u8>>,
+    /// Lines the current attempt took, kept until the server starts the stream.
+    sent: Vec<Vec<u8>>,
+    started: bool,
+}
+
+impl Replay {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next chunk of the body: lines to send again first, then whatever the source has
+    /// read (at least one line), up to `max` lines.
+    async fn next_chunk(&self, max: usize) -> Option<Result<Vec<u8>, std::io::Error>> {
+        let resend: Vec<Vec<u8>> = {
+            let mut book = self.book();
+            let n = book.resend.len().min(max);
+            book.resend.drain(..n).collect()
+        };
+        let lines = if resend.is_empty() {
+            match self.source.lock().await.next_batch(max).await? {
+                Ok(batch) => batch,
+                Err(failure) => return Some(Err(std::io::Error::other(failure.message))),
+            }
+        } else {
+            resend
+        };
+        let mut chunk = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in &lines {
+            chunk.extend_from_slice(line);
+            chunk.push(b'\n');
+        }
+        let mut book = self.book();
+        if !book.started {
+            book.sent.extend(lines);
+        }
+        Some(Ok(chunk))
+    }
+
+    /// The attempt was refused: what it took goes first in the next one.
+    fn rewind(&self) {
+        let mut book = self.book();
+        let sent = std::mem::take(&mut book.sent);
+        for line in sent.into_iter().rev() {
+            book.resend.push_front(line);
+        }
+    }
+
+    /// The server started the stream: from here on it acknowledges what it gets.
+    fn started(&self) {
+        let mut book = self.book();
+        book.started = true;
+        book.sent.clear();
+    }
+}
+
 /// `ingest --server`: stream the lines to the server and print its acknowledgement records
 /// as they arrive (the same records an embedded run prints). The server folds in the
 /// background; `--no-fold` is the server's to decide, and `--batch-lines` bounds the lines
@@ -304,35 +375,50 @@ pub async fn run_remote(
 ) -> Result<(), Failure> {
     use futures::StreamExt;
 
-    let lines = spawn_reader(&args.file)?;
+    let replay = Replay {
+        source: Arc::new(tokio::sync::Mutex::new(spawn_reader(&args.file)?)),
+        book: Arc::default(),
+    };
     // The server makes one send (one WAL append) of each chunk it receives: a chunk holds
     // every line read by the time it goes out, up to `--batch-lines`, so a file streams
     // in large sends and a slow producer's line still goes at once. A read error ends the
     // body with an error: the server answers what it received and the run fails.
     let max_lines = args.batch_lines.max(1);
-    let body = futures::stream::unfold(lines, move |mut lines| async move {
-        let chunk = match lines.next_batch(max_lines).await? {
-            Ok(batch) => {
-                let mut chunk = Vec::with_capacity(batch.iter().map(|l| l.len() + 1).sum());
-                for line in batch {
-                    chunk.extend_from_slice(&line);
-                    chunk.push(b'\n');
-                }
-                Ok(chunk)
+    let mut waited = Duration::ZERO;
+    let response = loop {
+        let body = futures::stream::unfold(replay.clone(), move |replay| async move {
+            let chunk = replay.next_chunk(max_lines).await?;
+            Some((chunk, replay))
+        });
+        let request = remote
+            .request(reqwest::Method::POST, "/ingest")
+            .query(&[
+                ("branch", args.branch.as_str()),
+                ("strict", &args.strict.to_string()),
+            ])
+            .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+            .body(reqwest::Body::wrap_stream(body));
+        match remote.send_http(request).await {
+            Ok(response) => {
+                replay.started();
+                break response;
             }
-            Err(failure) => Err(std::io::Error::other(failure.message)),
-        };
-        Some((chunk, lines))
-    });
-    let request = remote
-        .request(reqwest::Method::POST, "/ingest")
-        .query(&[
-            ("branch", args.branch.as_str()),
-            ("strict", &args.strict.to_string()),
-        ])
-        .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
-        .body(reqwest::Body::wrap_stream(body));
-    let response = remote.send_http(request).await?;
+            // Refused before anything was acknowledged (the graph's streams are all taken,
+            // or back-pressure): wait, and send the same lines again.
+            Err(error)
+                if error.kind() == tributary::ErrorKind::Unavailable
+                    && waited < REMOTE_PATIENCE =>
+            {
+                let pause = Duration::from_secs(tributary_server::RETRY_AFTER_S)
+                    .max(Duration::from_millis(250));
+                eprintln!("the server is busy ({error}); retrying in {pause:?}");
+                tokio::time::sleep(pause).await;
+                waited += pause;
+                replay.rewind();
+            }
+            Err(error) => return Err(error.into()),
+        }
+    };
     let io = |e: std::io::Error| Failure::io(e.to_string());
     let mut stream = response.bytes_stream();
     let mut buffer = Vec::new();

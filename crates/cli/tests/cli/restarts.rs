@@ -286,3 +286,63 @@ fn a_load_waiting_for_another_process_s_lease_says_so() {
     assert!(status.success(), "{status}");
     assert_eq!(person_ids(&graph), ["ada"]);
 }
+
+/// A remote ingest the server refuses before the stream starts (here: the graph's one
+/// stream place is taken) waits and sends the same lines again, and every line arrives.
+#[test]
+fn a_remote_ingest_refused_at_the_start_waits_and_retries() {
+    let (dir, graph) = empty_graph();
+    let served = serve(dir.path(), &["--max-ingest-streams", "1"]);
+    // The first stream, fed by hand, holds the graph's one place.
+    let mut first = bin()
+        .args([
+            "ingest",
+            "g",
+            "-",
+            "--format",
+            "json",
+            "--server",
+            &served.url,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut feed = first.stdin.take().unwrap();
+    feed.write_all(person("first", 1).as_bytes()).unwrap();
+    feed.flush().unwrap();
+    let mut acks = BufReader::new(first.stdout.take().unwrap()).lines();
+    let ack = acks.next().unwrap().unwrap();
+    assert!(ack.contains("\"through_line\":1"), "{ack}");
+
+    let text: String = (0..200).map(|i| person(&format!("p{i}"), 30)).collect();
+    let file = write_file(dir.path(), "more.ndjson", text.as_bytes());
+    let mut second = bin()
+        .args([
+            "ingest",
+            "g",
+            &file,
+            "--format",
+            "json",
+            "--server",
+            &served.url,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The second is refused and waits; ending the first frees the place.
+    let mut errors = BufReader::new(second.stderr.take().unwrap()).lines();
+    let waiting = errors.next().unwrap().unwrap();
+    assert!(waiting.contains("retrying"), "{waiting}");
+    drop(feed);
+    assert!(first.wait().unwrap().success());
+    let out = second.wait_with_output().unwrap();
+    assert!(out.status.success(), "the retried ingest failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["acked"], 200, "{stdout}");
+    drop(served);
+    ok(&["ingest", "fold", &graph]);
+    assert_eq!(person_ids(&graph).len(), 201);
+}

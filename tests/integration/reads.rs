@@ -139,6 +139,21 @@ async fn bad_requests_are_invalid_input() {
         )
         .await;
     assert_eq!(error.unwrap_err().kind(), ErrorKind::NotFound);
+    // Unfolded rows are newer than any commit: a fresh read starts from a branch head.
+    let head = graph.log("main", 1).await.unwrap().remove(0);
+    let error = graph
+        .read(
+            "Person",
+            &ReadOptions {
+                at: At::Commit(head.id),
+                fresh: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput);
+    assert!(error.to_string().contains("branch head"), "{error}");
 }
 
 #[tokio::test]

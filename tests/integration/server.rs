@@ -881,3 +881,97 @@ async fn slow_clients_are_cut_and_connections_are_capped() {
     assert_eq!(summary["error"]["kind"], "unavailable", "{text}");
     drop(feed);
 }
+
+/// A load body that never completes is ended after the body timeout, freeing its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_load_body_that_never_completes_frees_its_place() {
+    use tokio::io::AsyncWriteExt;
+    let limits = Limits {
+        max_loads: 1,
+        body_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    let address = server.base.trim_start_matches("http://");
+    let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = server
+            .post("/graphs/g/load", ndjson(&[person("ada", 1)]))
+            .await;
+        if response.status() == StatusCode::OK {
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(Instant::now() < deadline, "the slow body kept its place");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let answer = answer_or_close(&mut slow).await.unwrap_or_default();
+    assert!(answer.contains("took over"), "{answer}");
+}
+
+/// When the server stops, a live ingest stream ends with a record saying so, and the
+/// server returns once the stream has ended; what was acknowledged is durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_server_ends_live_streams_with_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    Graph::init(&root.join("g").to_string_lossy(), SCHEMA)
+        .await
+        .unwrap();
+    let config = ServerConfig {
+        root: root.clone(),
+        tokens: None,
+        allow_init: false,
+        limits: Limits::default(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(tributary_server::serve(
+        listener,
+        AppState::new(config),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let (mut feed, body) = streamed_body();
+    let request = reqwest::Client::new()
+        .post(format!("{base}/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send();
+    feed.send(Ok(ndjson(&[person("ada", 1)]).into_bytes()))
+        .await
+        .unwrap();
+    let response = request.await.unwrap();
+    let mut records = Records::new(response);
+    assert_eq!(records.next().await.unwrap()["acked"], 1);
+    stop.send(()).unwrap();
+    let summary = records.next().await.unwrap();
+    assert_eq!(summary["summary"], true, "{summary}");
+    assert!(
+        summary["error"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("stopping"),
+        "{summary}"
+    );
+    tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("the server never returned")
+        .unwrap()
+        .unwrap();
+    drop(feed);
+    let graph = Graph::open(&root.join("g").to_string_lossy())
+        .await
+        .unwrap();
+    graph.fold("main").await.unwrap();
+    assert!(graph
+        .get("Person", "ada", tributary::View::default())
+        .await
+        .unwrap()
+        .is_some());
+}

@@ -51,6 +51,9 @@ pub struct ServeArgs {
     /// acknowledged rows stay acknowledged).
     #[arg(long, default_value_t = Limits::default().ingest_idle_timeout.as_secs())]
     ingest_idle_timeout: u64,
+    /// Seconds a load's whole body may take to arrive (a slow one holds a load place).
+    #[arg(long, default_value_t = Limits::default().body_timeout.as_secs())]
+    body_timeout: u64,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -96,8 +99,14 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
             max_loads: args.max_loads.max(1),
             max_ingest_streams: args.max_ingest_streams.max(1),
             max_connections: args.max_connections.max(1),
-            header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout.max(1)),
-            ingest_idle_timeout: std::time::Duration::from_secs(args.ingest_idle_timeout.max(1)),
+            // A day at most: hyper adds it to the clock, which must not overflow.
+            header_read_timeout: std::time::Duration::from_secs(
+                args.header_read_timeout.clamp(1, 86_400),
+            ),
+            ingest_idle_timeout: std::time::Duration::from_secs(
+                args.ingest_idle_timeout.clamp(1, 86_400),
+            ),
+            body_timeout: std::time::Duration::from_secs(args.body_timeout.clamp(1, 86_400)),
             ..Limits::default()
         },
     };

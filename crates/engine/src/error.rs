@@ -58,6 +58,13 @@ pub enum Error {
         node_type: String,
     },
 
+    /// What is not folded yet is newer than every commit: a fresh read has no old commit
+    /// to add it to.
+    #[snafu(display(
+        "a fresh read starts from a branch head, not a commit: unfolded rows are newer than any commit (leave out --commit, or --fresh)"
+    ))]
+    FreshAtCommit,
+
     #[snafu(display("search needs k of at least 1"))]
     ZeroResults,
 
@@ -165,6 +172,7 @@ impl Error {
             | Error::UnknownColumn { .. }
             | Error::NotAnEndpoint { .. }
             | Error::ZeroResults
+            | Error::FreshAtCommit
             | Error::TooManyResults { .. }
             | Error::LimitTooLarge { .. }
             | Error::NoTextIndex { .. }

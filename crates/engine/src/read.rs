@@ -265,6 +265,9 @@ impl Graph {
         ty: &TypeDef,
         view: &View,
     ) -> Result<OpenTable> {
+        if view.fresh && matches!(view.at, At::Commit(_)) {
+            return Err(Error::FreshAtCommit);
+        }
         let base = self.open_table(snapshot, ty).await?;
         let writer = if view.fresh {
             self.streaming.writer(&ty.table_path(), &snapshot.branch)

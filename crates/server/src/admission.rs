@@ -12,6 +12,11 @@ use tributary::ErrorKind;
 use crate::error::ApiError;
 use crate::Limits;
 
+/// A place count a semaphore can hold: at least one.
+pub(crate) fn bounded(places: usize) -> usize {
+    places.clamp(1, Semaphore::MAX_PERMITS)
+}
+
 /// What a request asks to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
@@ -42,8 +47,8 @@ impl Admission {
         let gate = {
             let mut graphs = self.graphs.lock().unwrap_or_else(|e| e.into_inner());
             let gates = graphs.entry(id.to_owned()).or_insert_with(|| Gates {
-                loads: Arc::new(Semaphore::new(self.limits.max_loads)),
-                streams: Arc::new(Semaphore::new(self.limits.max_ingest_streams)),
+                loads: Arc::new(Semaphore::new(bounded(self.limits.max_loads))),
+                streams: Arc::new(Semaphore::new(bounded(self.limits.max_ingest_streams))),
             });
             match work {
                 Work::Load => gates.loads.clone(),

@@ -6,7 +6,7 @@ use tributary::ErrorKind;
 
 use crate::error::ApiError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     Read,
     Write,
@@ -99,11 +99,13 @@ impl Tokens {
             return Err(unauthorized("the bearer token is not valid"));
         }
         let allowed = mine.iter().any(|g| {
-            let covers = if g.scope == Scope::Metrics || scope == Scope::Metrics {
-                g.scope == scope
-            } else {
-                g.scope >= scope
-            };
+            // A write grant also reads; a metrics grant covers /metrics and nothing else.
+            let covers = matches!(
+                (g.scope, scope),
+                (Scope::Read | Scope::Write, Scope::Read)
+                    | (Scope::Write, Scope::Write)
+                    | (Scope::Metrics, Scope::Metrics)
+            );
             covers
                 && match (graph, &g.graph) {
                     (_, None) | (None, _) => true,

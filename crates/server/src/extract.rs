@@ -3,6 +3,8 @@
 //! body is read up to its route's bound, and a client that goes away mid-body is not told
 //! its body was too large.
 
+use std::time::Duration;
+
 use axum::body::{Body, Bytes};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -42,8 +44,20 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T>
 }
 
 /// The whole body, refused with 413 as soon as it passes `limit` bytes (the rest is never
-/// read). A body that breaks off (its client went away) is `invalid_input`.
-pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+/// read). A body that breaks off (its client went away) is `invalid_input`, and so is one
+/// that takes longer than `within` (a slow client holds a load place and a connection).
+pub async fn read_body(body: Body, limit: usize, within: Duration) -> Result<Bytes, ApiError> {
+    tokio::time::timeout(within, read_all(body, limit))
+        .await
+        .unwrap_or_else(|_| {
+            Err(ApiError::invalid(format!(
+                "the body took over {} s to arrive (serve --body-timeout)",
+                within.as_secs_f64()
+            )))
+        })
+}
+
+async fn read_all(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {

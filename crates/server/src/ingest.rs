@@ -59,6 +59,23 @@ fn main_branch() -> String {
     MAIN_BRANCH.to_owned()
 }
 
+/// Resolves once the server is stopping (never, if it cannot tell).
+async fn stopped(stopping: &mut tokio::sync::watch::Receiver<bool>) {
+    if stopping.wait_for(|stopping| *stopping).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// What a stream holds while it runs: its place among the graph's streams, and its
+/// share of the server's shutdown (which waits for every stream to end).
+pub(crate) struct Held {
+    pub(crate) _place: tokio::sync::OwnedSemaphorePermit,
+    pub(crate) _running: tokio::sync::OwnedRwLockReadGuard<()>,
+}
+
+/// The most body bytes gathered into one send.
+const MAX_SEND_BYTES: usize = 8 << 20;
+
 /// How long a send waits out back-pressure, in total, once the stream has started.
 const BACKPRESSURE_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -85,13 +102,16 @@ pub async fn ingest(
         strict: params.strict,
     };
     graph.ingestor(&options)?;
-    let admitted = state.admission.admit(&id, Work::IngestStream)?;
+    let held = Held {
+        _place: state.admission.admit(&id, Work::IngestStream)?,
+        _running: state.sessions.clone().read_owned().await,
+    };
     state.ensure_folder(&id, &graph, &options.branch).await;
     let (records, stream) = mpsc::channel::<Bytes>(16);
     let (started, first) = oneshot::channel();
     tokio::spawn(run(
         state.clone(),
-        admitted,
+        held,
         graph,
         options,
         body,
@@ -132,14 +152,14 @@ struct Session {
 /// graph's streams (`admitted`) as long.
 async fn run(
     state: Arc<AppState>,
-    admitted: tokio::sync::OwnedSemaphorePermit,
+    held: Held,
     graph: Arc<Graph>,
     options: IngestOptions,
     body: Body,
     records: mpsc::Sender<Bytes>,
     started: oneshot::Sender<Result<(), ApiError>>,
 ) {
-    let _admitted = admitted;
+    let _held = held;
     let limits = state.config.limits;
     let begun = Instant::now();
     let mut session = Session {
@@ -156,23 +176,32 @@ async fn run(
     let mut body = body.into_data_stream();
     // The end or the break of the body, met while gathering chunks: handled next turn.
     let mut lookahead = None;
+    // A stream must bring a whole line within the idle timeout (a byte now and then does
+    // not count): one that does not holds a stream place and a connection for nothing.
+    let mut line_due = tokio::time::Instant::now() + limits.ingest_idle_timeout;
+    let mut stopping = session.state.stopping.subscribe();
     let stop = loop {
         let next = match lookahead.take() {
             Some(next) => next,
-            None => match tokio::time::timeout(limits.ingest_idle_timeout, body.next()).await {
-                Ok(next) => next,
-                // A client that sends nothing holds a stream place and a connection: end
-                // it. What it sent before is acknowledged; its partial last line is not.
-                Err(_) => {
-                    break Some(Stop::Failed(ErrorBody {
+            None => tokio::select! {
+                next = tokio::time::timeout_at(line_due, body.next()) => match next {
+                    Ok(next) => next,
+                    // What it sent before is acknowledged; its partial last line is not.
+                    Err(_) => break Some(Stop::Failed(ErrorBody {
                         kind: ErrorKind::Unavailable.name().into(),
                         error: format!(
-                            "the stream sent nothing for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
+                            "the stream sent no whole line for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
                             limits.ingest_idle_timeout.as_secs_f64()
                         ),
                         lines: Vec::new(),
-                    }))
-                }
+                    })),
+                },
+                // The server is stopping: acknowledge nothing more, say so, and end.
+                _ = stopped(&mut stopping) => break Some(Stop::Failed(ErrorBody {
+                    kind: ErrorKind::Unavailable.name().into(),
+                    error: "the server is stopping; send the rest again when it is back".into(),
+                    lines: Vec::new(),
+                })),
             },
         };
         let mut pieces = match next {
@@ -191,16 +220,24 @@ async fn run(
             }
         };
         // Chunks that have arrived meanwhile join this send (one WAL append), up to a
-        // batch: how a client cuts its body does not decide how many appends it costs.
-        while pieces.len() < limits.batch_lines {
+        // batch of lines and bytes: how a client cuts its body does not decide how many
+        // appends it costs.
+        let mut gathered = 0;
+        while pieces.len() < limits.batch_lines && gathered < MAX_SEND_BYTES {
             match body.next().now_or_never() {
-                Some(Some(Ok(chunk))) => pieces.extend(splitter.push(&chunk)),
+                Some(Some(Ok(chunk))) => {
+                    gathered += chunk.len();
+                    pieces.extend(splitter.push(&chunk));
+                }
                 Some(ended) => {
                     lookahead = Some(ended);
                     break;
                 }
                 None => break,
             }
+        }
+        if !pieces.is_empty() {
+            line_due = tokio::time::Instant::now() + limits.ingest_idle_timeout;
         }
         if let Err(stop) = session.send_pieces(pieces, limits.batch_lines).await {
             break Some(stop);
@@ -234,10 +271,14 @@ impl Session {
         }
     }
 
+    /// Queue one record for the client; false when it is gone, or has not read its
+    /// records for the idle timeout (it holds a stream place and a connection: let go).
     async fn emit<T: Serialize>(&mut self, record: &T) -> bool {
         let mut line = serde_json::to_vec(record).unwrap_or_default();
         line.push(b'\n');
-        self.records.send(Bytes::from(line)).await.is_ok()
+        let patience = self.state.config.limits.ingest_idle_timeout;
+        let sent = tokio::time::timeout(patience, self.records.send(Bytes::from(line))).await;
+        matches!(sent, Ok(Ok(())))
     }
 
     async fn send_pieces(&mut self, pieces: Vec<Piece>, batch_lines: usize) -> Result<(), Stop> {

@@ -73,8 +73,10 @@ pub struct Limits {
     pub max_connections: usize,
     /// How long a connection may take to send a request's headers.
     pub header_read_timeout: std::time::Duration,
-    /// How long an ingest stream may send nothing before the server ends it.
+    /// How long an ingest stream may send no whole line before the server ends it.
     pub ingest_idle_timeout: std::time::Duration,
+    /// How long a load's (or a schema's) whole body may take to arrive.
+    pub body_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -86,9 +88,11 @@ impl Default for Limits {
             shutdown_grace: std::time::Duration::from_secs(10),
             max_loads: 16,
             max_ingest_streams: 64,
-            max_connections: 1024,
+            // Below the usual 1,024 open files a process may have: Lance needs some too.
+            max_connections: 512,
             header_read_timeout: std::time::Duration::from_secs(10),
             ingest_idle_timeout: std::time::Duration::from_secs(60),
+            body_timeout: std::time::Duration::from_secs(60),
         }
     }
 }
@@ -113,6 +117,11 @@ pub struct AppState {
     folders: Mutex<HashSet<(String, String)>>,
     metrics: metrics::Metrics,
     admission: admission::Admission,
+    /// True once the server stops: ingest streams end with a record saying so.
+    stopping: tokio::sync::watch::Sender<bool>,
+    /// Each ingest stream holds a read guard; shutdown takes the write lock to know
+    /// every stream has ended before it flushes the writers.
+    sessions: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl AppState {
@@ -123,6 +132,8 @@ impl AppState {
             graphs: Mutex::new(HashMap::new()),
             folders: Mutex::new(HashSet::new()),
             metrics: metrics::Metrics::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
+            sessions: Arc::default(),
         })
     }
 
@@ -203,7 +214,19 @@ impl AppState {
                 created = true;
                 Graph::init(&path, schema).await.map(Arc::new)
             })
-            .await?;
+            .await;
+        let graph = match graph {
+            Ok(graph) => graph,
+            Err(error) => {
+                // A refused schema leaves no entry behind (the map must not grow with
+                // every id a client tries).
+                let mut graphs = self.graphs.lock().await;
+                if graphs.get(id).is_some_and(|c| c.get().is_none()) {
+                    graphs.remove(id);
+                }
+                return Err(error.into());
+            }
+        };
         if !created {
             return Err(exists());
         }
@@ -325,7 +348,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = router(state.clone());
     let limits = state.config.limits;
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let open = Arc::new(tokio::sync::Semaphore::new(admission::bounded(
+        limits.max_connections,
+    )));
     let (stopping, stop) = tokio::sync::watch::channel(false);
     let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
@@ -358,9 +383,12 @@ pub async fn serve(
         ));
     }
     let _ = stopping.send(true);
+    state.stopping.send_replace(true);
     let grace = limits.shutdown_grace;
     let drained = tokio::time::timeout(grace, async {
         while connections.join_next().await.is_some() {}
+        // Streams run in tasks of their own: no send may be in flight at the flush.
+        let _ended = state.sessions.write().await;
     })
     .await;
     if drained.is_err() {

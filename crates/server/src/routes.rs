@@ -78,7 +78,7 @@ pub async fn create_graph(
             "creating graphs over the API is off; start the server with --init",
         ));
     }
-    let body = read_body(body, MAX_SCHEMA_BYTES).await?;
+    let body = read_body(body, MAX_SCHEMA_BYTES, state.config.limits.body_timeout).await?;
     let schema = text_body(&body)?;
     let graph = state.create_graph(&id, schema).await?;
     let head = graph.snapshot(&At::default()).await?;
@@ -126,7 +126,8 @@ pub async fn load(
     body: Body,
 ) -> Result<Response, ApiError> {
     let admitted = state.admission.admit(&id, Work::Load)?;
-    let bytes = read_body(body, state.config.limits.max_body_bytes).await?;
+    let limits = state.config.limits;
+    let bytes = read_body(body, limits.max_body_bytes, limits.body_timeout).await?;
     let mode = match params.mode.as_deref() {
         None | Some("upsert") => LoadMode::Upsert,
         Some("insert") => LoadMode::Insert,

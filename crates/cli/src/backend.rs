@@ -6,15 +6,21 @@ use tributary::{Graph, GraphOps};
 use crate::remote::Remote;
 use crate::Failure;
 
-/// `--server` and `--token` (or `TRIBUTARY_SERVER` / `TRIBUTARY_TOKEN`).
+/// `--server` and `--token` (or `TRIBUTARY_SERVER` / `TRIBUTARY_TOKEN`, or
+/// `--token-file`, so a token never has to appear in a process listing).
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
     /// Run the command on a `tributary serve` at this URL; GRAPH is then the graph id.
     #[arg(long, global = true, env = "TRIBUTARY_SERVER")]
     pub server: Option<String>,
-    /// Bearer token for --server.
+    /// Bearer token for --server. Prefer TRIBUTARY_TOKEN or --token-file: a command
+    /// line is visible to every user of the machine.
     #[arg(long, global = true, env = "TRIBUTARY_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the bearer token for --server from this file (its first line); it wins over
+    /// --token.
+    #[arg(long, global = true, env = "TRIBUTARY_TOKEN_FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
@@ -31,7 +37,22 @@ impl ServerArgs {
                 )))
             }
         }
-        Ok(Some(Remote::new(url, graph, self.token.clone())))
+        let token = match &self.token_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Failure::reading(&path.display().to_string(), e))?;
+                let token = text.lines().next().unwrap_or_default().trim().to_owned();
+                if token.is_empty() {
+                    return Err(Failure::usage(format!(
+                        "{} holds no token on its first line",
+                        path.display()
+                    )));
+                }
+                Some(token)
+            }
+            None => self.token.clone(),
+        };
+        Ok(Some(Remote::new(url, graph, token)))
     }
 }
 

@@ -809,4 +809,19 @@ fn a_server_with_tokens_refuses_the_wrong_ones() {
     assert_eq!(refused.status.code(), Some(77));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("may not write"));
     assert!(with(Some("writer"), &load).status.success());
+    // A token file keeps the token out of the process listing.
+    let file = dir.path().join("reader.token");
+    std::fs::write(&file, "reader\n").unwrap();
+    let from_file = bin()
+        .args(people)
+        .args([
+            "--server",
+            &served.url,
+            "--token-file",
+            &file.to_string_lossy(),
+        ])
+        .env_remove("TRIBUTARY_TOKEN")
+        .output()
+        .unwrap();
+    assert!(from_file.status.success(), "{from_file:?}");
 }

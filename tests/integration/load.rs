@@ -461,3 +461,21 @@ async fn a_folded_edge_refused_as_not_unique_takes_no_place_under_card() {
     assert_eq!(strings(&rejects, "kind"), vec!["unique"]);
     assert_eq!(rows(&graph, "Owns").await, 2);
 }
+
+/// A load to a branch that does not exist is refused before it takes the branch's lease,
+/// so no name a client tries leaves anything behind.
+#[tokio::test]
+async fn a_load_to_a_missing_branch_leaves_nothing_behind() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let options = LoadOptions {
+        branch: tributary::branch("nope").unwrap(),
+        ..LoadOptions::default()
+    };
+    let error = graph
+        .load(&ndjson(&[company("acme")]), &options)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::NotFound);
+    let leases = std::path::Path::new(&uri).join("__leases");
+    assert!(!leases.join("nope").exists());
+}

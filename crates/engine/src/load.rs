@@ -9,13 +9,15 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_publisher::{BranchName, CommitKind, CommitRecord};
+use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
 
-use crate::error::{ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, Result};
+use crate::error::{
+    ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, PublishSnafu, Result,
+};
 use crate::graph::{At, Graph, WriteTurn};
 
 /// What to do with a row whose key already exists.
@@ -75,6 +77,14 @@ impl Graph {
     ) -> Result<LoadOutcome> {
         if batches.iter().all(|b| b.batch.num_rows() == 0) {
             return EmptyLoadSnafu.fail();
+        }
+        if options.branch != MAIN_BRANCH {
+            // Only a head says a branch exists: ask before taking its lease, which would
+            // leave a lease folder behind for any name a client tries.
+            self.publisher
+                .head(&options.branch)
+                .await
+                .context(PublishSnafu)?;
         }
         let turn = self.write_turn(&options.branch).await?;
         let loaded = self.load_in_turn(&turn, batches, options).await;

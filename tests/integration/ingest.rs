@@ -1,7 +1,9 @@
 use tributary::{
     BranchName, ErrorKind, Graph, IngestAck, IngestOptions, OpCounter, ReadOptions, StreamLine,
 };
-use tributary_tests::{company, memwal_files, ndjson, person, temp_graph, wal_entries};
+use tributary_tests::{
+    company, counted_graph, memwal_files, ndjson, person, temp_graph, wal_entries,
+};
 
 async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
     let options = ReadOptions {
@@ -495,14 +497,7 @@ async fn a_strict_ingestor_stops_at_the_first_bad_line_and_writes_only_those_bef
 /// its cost stays the same however many commits the graph has.
 #[tokio::test]
 async fn pending_costs_the_same_at_any_commit_depth() {
-    let (_dir, uri, graph) = temp_graph().await;
-    drop(graph);
-    let counter = OpCounter::new();
-    let graph = Graph::builder(&uri)
-        .counted(counter.clone())
-        .open()
-        .await
-        .unwrap();
+    let (_dir, _uri, graph, counter) = counted_graph().await;
     let ingest = graph.ingest("main").unwrap();
     ingest.send(1, &ndjson(&[person("ada", 1)])).await.unwrap();
     graph.close_writers().await.unwrap();

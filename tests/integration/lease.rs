@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tributary::{ErrorKind, Graph, LoadOptions, OpCounter, PathClass, ReadOptions};
-use tributary_tests::{company, edge, ndjson, person_with_email, temp_graph};
+use tributary::{ErrorKind, Graph, LoadOptions, PathClass, ReadOptions};
+use tributary_tests::{company, counted_graph, edge, ndjson, person_with_email, temp_graph};
 
 use crate::columns::sorted_strings;
 use crate::FAILPOINTS;
@@ -234,14 +234,7 @@ async fn a_lease_of_another_machine_holds_until_its_heartbeat_is_old() {
 
 #[tokio::test]
 async fn an_uncontended_write_takes_the_lease_in_seven_operations() {
-    let (_dir, uri, graph) = temp_graph().await;
-    drop(graph);
-    let counter = OpCounter::new();
-    let graph = Graph::builder(&uri)
-        .counted(counter.clone())
-        .open()
-        .await
-        .unwrap();
+    let (_dir, _uri, graph, counter) = counted_graph().await;
     let mut per_load = Vec::new();
     for name in ["acme", "initech", "globex"] {
         let before = counter.snapshot();

@@ -93,6 +93,25 @@ fn streamed_body() -> (mpsc::Sender<Result<Vec<u8>, std::io::Error>>, reqwest::B
 }
 
 /// Reads NDJSON records off a streaming response.
+/// An ingest stream to `g` that has sent `line` and stays open while `feed` lives.
+async fn open_stream(
+    server: &Server,
+    line: String,
+) -> (
+    mpsc::Sender<Result<Vec<u8>, std::io::Error>>,
+    reqwest::Response,
+) {
+    let (mut feed, body) = streamed_body();
+    let request = server
+        .client
+        .post(server.url("/graphs/g/ingest"))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send();
+    feed.send(Ok(ndjson(&[line]).into_bytes())).await.unwrap();
+    (feed, request.await.unwrap())
+}
+
 struct Records {
     stream: futures::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
     buffer: Vec<u8>,
@@ -765,17 +784,7 @@ async fn loads_and_streams_beyond_their_bound_are_503_with_retry_after() {
     }
 
     // An open ingest stream holds the one stream place.
-    let (mut feed, body) = streamed_body();
-    let open = server
-        .client
-        .post(server.url("/graphs/g/ingest"))
-        .header("content-type", "application/x-ndjson")
-        .body(body)
-        .send();
-    feed.send(Ok(ndjson(&[person("bob", 2)]).into_bytes()))
-        .await
-        .unwrap();
-    let open = open.await.unwrap();
+    let (feed, open) = open_stream(&server, person("bob", 2)).await;
     assert_eq!(open.status(), StatusCode::OK);
     let second = server.ingest(ndjson(&[person("cy", 3)])).await;
     assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -861,17 +870,7 @@ async fn slow_clients_are_cut_and_connections_are_capped() {
     }
 
     // An ingest stream that sends one line, then nothing.
-    let (mut feed, body) = streamed_body();
-    let request = server
-        .client
-        .post(server.url("/graphs/g/ingest"))
-        .header("content-type", "application/x-ndjson")
-        .body(body)
-        .send();
-    feed.send(Ok(ndjson(&[person("ada", 1)]).into_bytes()))
-        .await
-        .unwrap();
-    let response = request.await.unwrap();
+    let (feed, response) = open_stream(&server, person("ada", 1)).await;
     let text = tokio::time::timeout(Duration::from_secs(30), response.text())
         .await
         .expect("an idle stream was never ended")

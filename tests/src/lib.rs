@@ -31,6 +31,19 @@ pub async fn temp_graph() -> (TempDir, String, Graph) {
     (dir, uri, graph)
 }
 
+/// A fresh graph like [`temp_graph`], reopened with every object-store operation counted.
+pub async fn counted_graph() -> (TempDir, String, Graph, tributary::OpCounter) {
+    let (dir, uri, graph) = temp_graph().await;
+    drop(graph);
+    let counter = tributary::OpCounter::new();
+    let graph = Graph::builder(&uri)
+        .counted(counter.clone())
+        .open()
+        .await
+        .expect("reopen counted");
+    (dir, uri, graph, counter)
+}
+
 /// One person line.
 pub fn person(name: &str, age: i32) -> String {
     format!(r#"{{"type":"Person","data":{{"name":"{name}","age":{age}}}}}"#)

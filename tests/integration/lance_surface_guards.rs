@@ -589,3 +589,40 @@ async fn a_filter_with_trailing_input_is_cut_silently() {
     let rows = scan.try_into_batch().await.unwrap();
     assert_eq!(rows.num_rows(), 1);
 }
+
+/// Writers claiming one shard at the same moment: a loser of the shard manifest's
+/// put-if-absent fails with an untyped I/O error saying "another writer claimed epoch",
+/// which the adapter tells by that text (a fence: the send reopens the shard). The race is
+/// real, not staged: rounds of eight simultaneous claims run until one loses that way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_writer_losing_a_claim_race_fails_with_an_untyped_fence() {
+    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardWriterConfig};
+    let (_dir, _store, mut dataset) = person_table().await;
+    dataset
+        .initialize_mem_wal()
+        .unsharded()
+        .execute()
+        .await
+        .unwrap();
+    let shard = uuid::Uuid::new_v4();
+    let config = ShardWriterConfig::new(shard);
+    for _round in 0..50 {
+        let start = Arc::new(tokio::sync::Barrier::new(8));
+        let claims = (0..8).map(|_| {
+            let (dataset, config, start) = (dataset.clone(), config.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                dataset.mem_wal_writer(shard, config).await.map(drop)
+            })
+        });
+        for claim in futures::future::join_all(claims).await {
+            let Err(error) = claim.unwrap() else { continue };
+            if error.to_string().contains("another writer claimed epoch") {
+                assert!(error.fence_reason().is_none(), "now typed: {error:?}");
+                assert!(lance_text::is_untyped_fence(&error), "{error}");
+                return;
+            }
+        }
+    }
+    panic!("no claim lost to another writer in 50 rounds of 8");
+}

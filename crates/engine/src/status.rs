@@ -67,6 +67,18 @@ pub struct Pending {
     pub oldest_age: Option<Duration>,
 }
 
+impl Pending {
+    /// Count one shard's flushed, unfolded generations.
+    fn add(&mut self, shard: &tributary_memwal_adapter::ShardState) {
+        self.rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
+        self.bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
+        let age = shard
+            .oldest_pending_at
+            .and_then(|t| SystemTime::now().duration_since(t).ok());
+        self.oldest_age = self.oldest_age.max(age);
+    }
+}
+
 /// How many commits back `ingest status` looks for the last fold.
 const FOLD_SEARCH_DEPTH: usize = 1_000;
 
@@ -82,12 +94,7 @@ impl Graph {
                 continue;
             };
             for shard in &state.shards {
-                pending.rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
-                pending.bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
-                let age = shard
-                    .oldest_pending_at
-                    .and_then(|t| SystemTime::now().duration_since(t).ok());
-                pending.oldest_age = pending.oldest_age.max(age);
+                pending.add(shard);
             }
         }
         Ok(pending)
@@ -119,12 +126,11 @@ impl Graph {
                 .map_err(Error::from_memwal)?
                 .unwrap_or_default();
             for shard in &state.shards {
-                status.pending_rows += shard.pending.iter().map(|p| p.rows).sum::<u64>();
-                status.pending_bytes += shard.pending.iter().map(|p| p.bytes).sum::<u64>();
-                let age = shard
-                    .oldest_pending_at
-                    .and_then(|t| SystemTime::now().duration_since(t).ok());
-                status.oldest_pending_age = status.oldest_pending_age.max(age);
+                let mut pending = Pending::default();
+                pending.add(shard);
+                status.pending_rows += pending.rows;
+                status.pending_bytes += pending.bytes;
+                status.oldest_pending_age = status.oldest_pending_age.max(pending.oldest_age);
                 let tail = tails.iter().find(|t| t.shard == shard.shard);
                 let wal_only_rows = tail.and_then(|t| t.rows).unwrap_or(0);
                 status.wal_only_rows += wal_only_rows;

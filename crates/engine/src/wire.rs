@@ -120,7 +120,7 @@ fn rows(body: Vec<u8>) -> Result<RecordBatch> {
 }
 
 /// Percent-encode one path segment.
-pub fn encode(segment: &str) -> String {
+fn encode(segment: &str) -> String {
     let mut out = String::new();
     for byte in segment.bytes() {
         match byte {

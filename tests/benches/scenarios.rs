@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "scenarios/commit_point.rs"]
+mod commit_point;
 #[path = "scenarios/fold.rs"]
 mod fold;
 #[path = "scenarios/reads.rs"]
@@ -32,6 +34,9 @@ struct Settings {
     read_base: usize,
     read_pending: &'static [usize],
     read_lookups: usize,
+    /// Commit depths of the commit-point scenario, and the rounds timed at each.
+    commit_depths: &'static [usize],
+    commit_rounds: usize,
 }
 
 const PRODUCERS: [usize; 3] = [1, 16, 64];
@@ -280,7 +285,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 4] = ["load", "ingest", "fold", "reads"];
+const GROUPS: [&str; 5] = ["load", "ingest", "fold", "reads", "commit_point"];
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -308,6 +313,8 @@ fn main() {
             read_base: 10_000,
             read_pending: &[0, 1_000],
             read_lookups: 20,
+            commit_depths: &[10, 1_000],
+            commit_rounds: 20,
         }
     } else {
         Settings {
@@ -321,6 +328,8 @@ fn main() {
             read_base: 100_000,
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
+            commit_depths: &[10, 1_000, 100_000],
+            commit_rounds: 100,
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -355,6 +364,11 @@ fn main() {
                 "time_ratio": ms_long / ms_short,
             }));
             fold::sustained(settings.sustained, 4, load_rows_per_s).await;
+        }
+        if runs("commit_point") {
+            for &depth in settings.commit_depths {
+                commit_point::at_depth(depth, settings.commit_rounds).await;
+            }
         }
         if runs("reads") {
             for &pending in settings.read_pending {

@@ -32,7 +32,7 @@ async fn every_write_of_a_load_goes_through_the_graph_store() {
         .unwrap();
     let load = counter.snapshot().since(&before);
     let writes = |class| {
-        load.0
+        load.ops
             .iter()
             .filter(|((k, c), _)| {
                 *c == class

@@ -3,6 +3,8 @@
 // test fixtures: a panic here is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod history;
+
 use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;

@@ -4,7 +4,6 @@ use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use tributary_memwal_adapter::{table_state, wal_tails, TailDepth};
-use tributary_publisher::CommitKind;
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -79,9 +78,6 @@ impl Pending {
     }
 }
 
-/// How many commits back `ingest status` looks for the last fold.
-const FOLD_SEARCH_DEPTH: usize = 1_000;
-
 impl Graph {
     /// See [`Pending`].
     pub async fn pending(&self) -> Result<Pending> {
@@ -150,11 +146,8 @@ impl Graph {
             }
             tables.push(status);
         }
-        let log = self.log(branch, FOLD_SEARCH_DEPTH).await?;
-        let last_fold = log
-            .into_iter()
-            .find(|c| c.kind == CommitKind::Fold)
-            .map(|c| c.id);
+        let last_fold = self.log(branch, 1).await?.into_iter().next();
+        let last_fold = last_fold.and_then(|head| head.last_fold);
         Ok(IngestStatus {
             branch: branch.to_owned(),
             tables,

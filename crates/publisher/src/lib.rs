@@ -12,7 +12,9 @@ use async_trait::async_trait;
 
 pub use error::{Error, Result};
 pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
-pub use manifest::{ManifestCasPublisher, MANIFEST_PATH};
+pub use manifest::{
+    commit_key, head_key, manifest_schema, ManifestCasPublisher, MANIFEST_PATH, ROWS_PER_FRAGMENT,
+};
 pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord, TablePath};
 
 /// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched

@@ -9,6 +9,11 @@
 //! A publish is one merge-insert of the new head and commit rows with no conflict retries:
 //! Lance refuses it if another writer changed the head row since our read, which is the
 //! compare-and-swap.
+//!
+//! The commit point stays flat as history grows: a BTree index on `key` turns every row
+//! read (head, schema, one commit) and the publish's own join into index probes, `log`
+//! walks parents one probe at a time, and upkeep after a publish keeps the fragments
+//! outside the index few (see [`ManifestCasPublisher::maintain`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +23,11 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use async_trait::async_trait;
 use lance::dataset::optimize::{compact_files, CompactionOptions};
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
+use lance::index::{DatasetIndexExt, DatasetIndexInternalExt};
 use lance::Dataset;
+use lance_index::optimize::OptimizeOptions;
+use lance_index::scalar::ScalarIndexParams;
+use lance_index::IndexType;
 use snafu::{OptionExt, ResultExt};
 use tokio::sync::Mutex;
 use tributary_storage::GraphStore;
@@ -36,12 +45,19 @@ const SCHEMA_KEY: &str = "schema";
 const HEAD_PREFIX: &str = "graph_head:";
 const COMMIT_PREFIX: &str = "graph_commit:";
 
-/// Compact the manifest when a publish leaves more data fragments than this. Each publish
-/// adds one fragment; without compaction publish and snapshot-open cost would grow with
-/// history. With it they read at most this many (+1) small files.
-const MAX_FRAGMENTS: usize = 8;
+/// The BTree index on `key`.
+const KEY_INDEX: &str = "manifest_key";
 
-fn manifest_schema() -> SchemaRef {
+/// Upkeep runs when a publish leaves more fragments than this outside the key index: every
+/// read scans those in full, so they bound what a read costs beyond its index probe.
+const MAX_UNINDEXED_FRAGMENTS: usize = 8;
+
+/// Compaction's target fragment size. Fragments that reach it are never rewritten (commit
+/// rows are immutable), so one upkeep rewrites at most this many rows whatever the depth.
+pub const ROWS_PER_FRAGMENT: usize = 1024;
+
+/// The manifest's two columns, `key` and `value`.
+pub fn manifest_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("key", DataType::Utf8, false),
         Field::new("value", DataType::Utf8, false),
@@ -59,11 +75,13 @@ fn rows_batch(rows: &[(String, String)]) -> RecordBatch {
         .expect("manifest rows match the manifest schema")
 }
 
-fn head_key(branch: &str) -> String {
+/// The manifest row key of `branch`'s head.
+pub fn head_key(branch: &str) -> String {
     format!("{HEAD_PREFIX}{branch}")
 }
 
-fn commit_key(id: &str) -> String {
+/// The manifest row key of commit `id`.
+pub fn commit_key(id: &str) -> String {
     format!("{COMMIT_PREFIX}{id}")
 }
 
@@ -126,6 +144,7 @@ impl ManifestCasPublisher {
             rows_written: Default::default(),
             intent: None,
             folded: Vec::new(),
+            last_fold: None,
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
@@ -134,13 +153,16 @@ impl ManifestCasPublisher {
         ];
         let uri = store.uri_of(MANIFEST_PATH);
         let reader = RecordBatchIterator::new(vec![Ok(rows_batch(&rows))], manifest_schema());
-        let dataset = Dataset::write(
+        let mut dataset = Dataset::write(
             reader,
             uri.as_str(),
             Some(store.write_params(WriteMode::Create)),
         )
         .await
         .context(LanceSnafu { action: "create" })?;
+        create_key_index(&mut dataset)
+            .await
+            .context(LanceSnafu { action: "index" })?;
         Ok((
             Self {
                 store: store.clone(),
@@ -228,20 +250,87 @@ impl ManifestCasPublisher {
         }
     }
 
-    /// Keep the fragment count bounded; see [`MAX_FRAGMENTS`]. A failure here leaves the
-    /// published commit intact, so it is logged rather than returned.
+    /// Keep what a read scans outside the key index bounded. Each publish adds one small
+    /// fragment; past [`MAX_UNINDEXED_FRAGMENTS`] of them, compact the fragments below
+    /// [`ROWS_PER_FRAGMENT`] rows and merge the new rows into the index. A manifest made
+    /// before the index existed gets it here. A failure leaves the published commit
+    /// intact, so it is logged and retried on a later publish.
     async fn maintain(dataset: &mut Dataset) {
-        if dataset.get_fragments().len() <= MAX_FRAGMENTS {
-            return;
-        }
-        let options = CompactionOptions {
-            materialize_deletions_threshold: 0.0,
-            ..Default::default()
-        };
-        if let Err(error) = compact_files(dataset, options, None).await {
-            tracing::warn!(%error, "manifest compaction failed; will retry on a later publish");
+        if let Err(error) = Self::upkeep(dataset).await {
+            tracing::warn!(%error, "manifest upkeep failed; will retry on a later publish");
         }
     }
+
+    async fn upkeep(dataset: &mut Dataset) -> lance::Result<()> {
+        let indexed = dataset
+            .load_indices()
+            .await?
+            .iter()
+            .any(|index| index.name == KEY_INDEX);
+        if !indexed {
+            return create_key_index(dataset).await;
+        }
+        if dataset.unindexed_fragments(KEY_INDEX).await?.len() <= MAX_UNINDEXED_FRAGMENTS {
+            return Ok(());
+        }
+        let options = CompactionOptions {
+            target_rows_per_fragment: ROWS_PER_FRAGMENT,
+            ..Default::default()
+        };
+        compact_files(dataset, options, None).await?;
+        dataset
+            .optimize_indices(&OptimizeOptions::merge(1).index_names(vec![KEY_INDEX.to_owned()]))
+            .await
+    }
+
+    /// Each commit of `branch` from its head back, newest first, one index probe each.
+    async fn walk(
+        dataset: &Dataset,
+        branch: &BranchName,
+        limit: usize,
+    ) -> Result<Vec<CommitRecord>> {
+        let head = Self::read_head(dataset, branch)
+            .await?
+            .context(BranchNotFoundSnafu {
+                branch: branch.as_str(),
+            })?;
+        let mut log = Vec::with_capacity(limit.min(1024));
+        let mut next = Some(head);
+        while let Some(record) = next {
+            if log.len() >= limit {
+                break;
+            }
+            next = match &record.parent {
+                Some(parent) if log.len() + 1 < limit => {
+                    Some(Self::read_commit(dataset, parent).await?)
+                }
+                _ => None,
+            };
+            log.push(record);
+        }
+        Ok(log)
+    }
+
+    async fn read_commit(dataset: &Dataset, id: &CommitId) -> Result<CommitRecord> {
+        let key = commit_key(id);
+        let value = Self::read_row(dataset, &key)
+            .await?
+            .context(CommitNotFoundSnafu { id: id.as_str() })?;
+        parse(&key, &value)
+    }
+}
+
+async fn create_key_index(dataset: &mut Dataset) -> lance::Result<()> {
+    dataset
+        .create_index(
+            &["key"],
+            IndexType::BTree,
+            Some(KEY_INDEX.to_owned()),
+            &ScalarIndexParams::default(),
+            false,
+        )
+        .await
+        .map(|_| ())
 }
 
 fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> Option<&'a StringArray> {
@@ -271,8 +360,13 @@ impl Publisher for ManifestCasPublisher {
             let pinned = tables.entry(path).or_insert(version);
             *pinned = (*pinned).max(version);
         }
+        let id = plan.commit_id.unwrap_or_else(CommitId::random);
+        let last_fold = match plan.kind {
+            CommitKind::Fold => Some(id.clone()),
+            _ => head.and_then(|h| h.last_fold),
+        };
         let record = CommitRecord {
-            id: plan.commit_id.unwrap_or_else(CommitId::random),
+            id,
             parent: actual,
             branch: plan.branch.clone(),
             actor: plan.actor,
@@ -282,6 +376,7 @@ impl Publisher for ManifestCasPublisher {
             rows_written: plan.rows_written,
             intent: plan.intent,
             folded: plan.folded,
+            last_fold,
         };
         let json = to_json(&record);
         let batch = rows_batch(&[
@@ -338,40 +433,12 @@ impl Publisher for ManifestCasPublisher {
 
     async fn commit(&self, id: &CommitId) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
-        let key = commit_key(id);
-        let value = Self::read_row(&dataset, &key)
-            .await?
-            .context(CommitNotFoundSnafu { id: id.as_str() })?;
-        parse(&key, &value)
+        Self::read_commit(&dataset, id).await
     }
 
     async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>> {
         let dataset = self.latest().await?;
-        let head = Self::read_head(&dataset, branch)
-            .await?
-            .context(BranchNotFoundSnafu {
-                branch: branch.as_str(),
-            })?;
-        let rows = Self::read_rows(
-            &dataset,
-            &format!("starts_with(key, {})", quote(COMMIT_PREFIX)),
-        )
-        .await?;
-        let mut log = Vec::new();
-        let mut next = Some(head.id);
-        while let Some(id) = next {
-            if log.len() >= limit {
-                break;
-            }
-            let key = commit_key(&id);
-            let record: CommitRecord = match rows.get(&key) {
-                Some(value) => parse(&key, value)?,
-                None => return CommitNotFoundSnafu { id }.fail(),
-            };
-            next = record.parent.clone();
-            log.push(record);
-        }
-        Ok(log)
+        Self::walk(&dataset, branch, limit).await
     }
 
     async fn schema(&self) -> Result<SchemaRecord> {

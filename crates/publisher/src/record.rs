@@ -54,6 +54,10 @@ pub struct CommitRecord {
     /// For a fold: the MemWAL generations it folded, per table and shard.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folded: Vec<FoldedShard>,
+    /// The newest fold commit at or below this one, carried forward by every publish so
+    /// status reads it from the head instead of walking history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_fold: Option<CommitId>,
 }
 
 impl CommitRecord {

@@ -77,51 +77,99 @@ impl PathClass {
     }
 }
 
-/// Shared tally of operations. Cheap to clone; all clones count into the same map.
+/// Shared tally of operations and of the bytes they moved. Cheap to clone; all clones
+/// count into the same maps.
 #[derive(Debug, Clone, Default)]
 pub struct OpCounter {
-    counts: Arc<Mutex<BTreeMap<(OpKind, PathClass), u64>>>,
+    tally: Arc<Mutex<Tally>>,
 }
 
-/// A point-in-time copy of an [`OpCounter`].
+#[derive(Debug, Clone, Default)]
+struct Tally {
+    ops: BTreeMap<(OpKind, PathClass), u64>,
+    bytes: BTreeMap<(OpKind, PathClass), u64>,
+}
+
+/// A point-in-time copy of an [`OpCounter`]: operations, and bytes read (gets) or written
+/// (puts), by kind and path class.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpCounts(pub BTreeMap<(OpKind, PathClass), u64>);
+pub struct OpCounts {
+    pub ops: BTreeMap<(OpKind, PathClass), u64>,
+    pub bytes: BTreeMap<(OpKind, PathClass), u64>,
+}
 
 impl OpCounter {
     pub fn new() -> Self {
         Self::default()
     }
 
+    fn tally(&self) -> std::sync::MutexGuard<'_, Tally> {
+        self.tally.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn record(&self, kind: OpKind, path: &Path) {
         let class = PathClass::of(path.as_ref());
-        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        *counts.entry((kind, class)).or_default() += 1;
+        *self.tally().ops.entry((kind, class)).or_default() += 1;
+    }
+
+    fn record_bytes(&self, kind: OpKind, path: &Path, bytes: u64) {
+        let class = PathClass::of(path.as_ref());
+        *self.tally().bytes.entry((kind, class)).or_default() += bytes;
     }
 
     pub fn snapshot(&self) -> OpCounts {
-        OpCounts(
-            self.counts
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        )
+        let tally = self.tally();
+        OpCounts {
+            ops: tally.ops.clone(),
+            bytes: tally.bytes.clone(),
+        }
     }
 
     pub fn reset(&self) {
-        self.counts
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        *self.tally() = Tally::default();
     }
+}
+
+fn difference(
+    now: &BTreeMap<(OpKind, PathClass), u64>,
+    earlier: &BTreeMap<(OpKind, PathClass), u64>,
+) -> BTreeMap<(OpKind, PathClass), u64> {
+    let mut out = BTreeMap::new();
+    for (key, n) in now {
+        let before = earlier.get(key).copied().unwrap_or(0);
+        if *n > before {
+            out.insert(*key, n - before);
+        }
+    }
+    out
 }
 
 impl OpCounts {
     pub fn total(&self) -> u64 {
-        self.0.values().sum()
+        self.ops.values().sum()
+    }
+
+    /// Bytes that gets returned.
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+            .iter()
+            .filter(|((k, _), _)| *k == OpKind::Get)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Bytes that single puts sent (multipart parts are not tallied; the small objects
+    /// cost tests look at never go multipart).
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes
+            .iter()
+            .filter(|((k, _), _)| *k == OpKind::Put)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     pub fn of_kind(&self, kind: OpKind) -> u64 {
-        self.0
+        self.ops
             .iter()
             .filter(|((k, _), _)| *k == kind)
             .map(|(_, n)| n)
@@ -129,7 +177,7 @@ impl OpCounts {
     }
 
     pub fn of_class(&self, class: PathClass) -> u64 {
-        self.0
+        self.ops
             .iter()
             .filter(|((_, c), _)| *c == class)
             .map(|(_, n)| n)
@@ -138,21 +186,23 @@ impl OpCounts {
 
     /// Operations recorded in `self` but not in `earlier`.
     pub fn since(&self, earlier: &OpCounts) -> OpCounts {
-        let mut out = BTreeMap::new();
-        for (key, n) in &self.0 {
-            let before = earlier.0.get(key).copied().unwrap_or(0);
-            if *n > before {
-                out.insert(*key, n - before);
-            }
+        OpCounts {
+            ops: difference(&self.ops, &earlier.ops),
+            bytes: difference(&self.bytes, &earlier.bytes),
         }
-        OpCounts(out)
     }
 }
 
 impl fmt::Display for OpCounts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ops", self.total())?;
-        for ((kind, class), n) in &self.0 {
+        write!(
+            f,
+            "{} ops ({} B read, {} B written)",
+            self.total(),
+            self.bytes_read(),
+            self.bytes_written()
+        )?;
+        for ((kind, class), n) in &self.ops {
             write!(f, ", {kind:?}/{class:?}={n}")?;
         }
         Ok(())
@@ -187,6 +237,8 @@ impl ObjectStore for CountingStore {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.counter.record(OpKind::Put, location);
+        self.counter
+            .record_bytes(OpKind::Put, location, payload.content_length() as u64);
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -210,7 +262,12 @@ impl ObjectStore for CountingStore {
             OpKind::Get
         };
         self.counter.record(kind, location);
-        self.inner.get_opts(location, options).await
+        let result = self.inner.get_opts(location, options).await?;
+        if kind == OpKind::Get {
+            self.counter
+                .record_bytes(kind, location, result.range.end - result.range.start);
+        }
+        Ok(result)
     }
 
     async fn get_ranges(
@@ -219,6 +276,8 @@ impl ObjectStore for CountingStore {
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
         self.counter.record(OpKind::Get, location);
+        let total = ranges.iter().map(|r| r.end - r.start).sum();
+        self.counter.record_bytes(OpKind::Get, location, total);
         self.inner.get_ranges(location, ranges).await
     }
 

@@ -7,7 +7,8 @@ use crate::remote::Remote;
 use crate::Failure;
 
 /// `--server` and `--token` (or `TRIBUTARY_SERVER` / `TRIBUTARY_TOKEN`, or
-/// `--token-file`, so a token never has to appear in a process listing).
+/// `--token-file`, so a token never has to appear in a process listing), and `--ca-cert`
+/// for a server whose certificate the system does not trust.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
     /// Run the command on a `tributary serve` at this URL; GRAPH is then the graph id.
@@ -21,6 +22,10 @@ pub struct ServerArgs {
     /// --token.
     #[arg(long, global = true, env = "TRIBUTARY_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
+    /// Trust this PEM certificate (a CA's, or the server's own) for an https:// --server,
+    /// besides the system's roots.
+    #[arg(long, global = true, env = "TRIBUTARY_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
@@ -52,7 +57,19 @@ impl ServerArgs {
             }
             None => self.token.clone(),
         };
-        Ok(Some(Remote::new(url, graph, token)))
+        let mut http = reqwest::Client::builder();
+        if let Some(path) = &self.ca_cert {
+            let pem = std::fs::read(path)
+                .map_err(|e| Failure::reading(&path.display().to_string(), e))?;
+            let certificate = reqwest::Certificate::from_pem(&pem).map_err(|e| {
+                Failure::usage(format!("{}: not a PEM certificate: {e}", path.display()))
+            })?;
+            http = http.add_root_certificate(certificate);
+        }
+        let http = http
+            .build()
+            .map_err(|e| Failure::usage(format!("cannot set up the HTTP client: {e}")))?;
+        Ok(Some(Remote::new(url, graph, token, http)))
     }
 }
 

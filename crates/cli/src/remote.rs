@@ -26,12 +26,12 @@ fn internal(message: String) -> Error {
 }
 
 impl Remote {
-    pub fn new(base: &str, graph: &str, token: Option<String>) -> Remote {
+    pub fn new(base: &str, graph: &str, token: Option<String>, http: reqwest::Client) -> Remote {
         Remote {
             base: base.trim_end_matches('/').to_owned(),
             graph: graph.to_owned(),
             token,
-            http: reqwest::Client::new(),
+            http,
         }
     }
 

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use tributary_server::{AppState, Limits, ServerConfig, Tokens};
+use tributary_server::{AppState, Limits, ServerConfig, Tls, Tokens};
 
 use crate::Failure;
 
@@ -54,6 +54,13 @@ pub struct ServeArgs {
     /// Seconds a load's whole body may take to arrive (a slow one holds a load place).
     #[arg(long, default_value_t = Limits::default().body_timeout.as_secs())]
     body_timeout: u64,
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    /// Clients that do not trust its issuer pass it to --ca-cert.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 pub async fn run(args: ServeArgs) -> Result<(), Failure> {
@@ -79,12 +86,22 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         }
         None => None,
     };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key).map_err(Failure::invalid)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .map_err(|e| Failure::os(format!("cannot listen on {}: {e}", args.bind)))?;
     let address: SocketAddr = listener
         .local_addr()
         .map_err(|e| Failure::os(e.to_string()))?;
+    if tls.is_none() && tokens.is_some() && !address.ip().is_loopback() {
+        eprintln!(
+            "warning: serving {address} without --tls-cert: tokens cross the network in clear"
+        );
+    }
     if tokens.is_none() && !address.ip().is_loopback() {
         eprintln!("warning: serving {address} without --tokens: anyone who can reach it may write");
     }
@@ -92,6 +109,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         root: args.root,
         tokens,
         allow_init: args.init,
+        tls,
         limits: Limits {
             max_body_bytes: args.max_body_bytes,
             max_line_bytes: args.max_line_bytes,
@@ -115,7 +133,7 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
     let stop = crate::signals::stop_requested();
     // The first line says where to connect (a parent process may have asked for port 0).
     let mut stdout = std::io::stdout();
-    let _ = writeln!(stdout, "listening on http://{address}");
+    let _ = writeln!(stdout, "listening on {scheme}://{address}");
     let _ = stdout.flush();
     tributary_server::serve(listener, AppState::new(config), stop)
         .await

@@ -12,6 +12,7 @@ mod ingest;
 mod lines;
 mod metrics;
 mod routes;
+mod tls;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -30,6 +31,7 @@ pub use auth::{Scope, Tokens};
 pub use error::{ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
 pub use ingest::{AckRecord, IngestSummary};
 pub use routes::ARROW_STREAM;
+pub use tls::Tls;
 
 /// The OpenAPI description of [`ROUTES`].
 pub const OPENAPI: &str = include_str!("../openapi.json");
@@ -106,6 +108,8 @@ pub struct ServerConfig {
     /// Allow `POST /graphs/{id}` to create graphs.
     pub allow_init: bool,
     pub limits: Limits,
+    /// Serve HTTPS with this certificate; `None`: plain HTTP.
+    pub tls: Option<Tls>,
 }
 
 pub struct AppState {
@@ -371,16 +375,23 @@ pub async fn serve(
         while connections.try_join_next().is_some() {}
         let Ok(permit) = open.clone().try_acquire_owned() else {
             state.metrics.responded(503);
-            connections.spawn(connection::refuse(stream));
+            if state.config.tls.is_none() {
+                connections.spawn(connection::refuse(stream));
+            }
             continue;
         };
-        connections.spawn(connection::serve(
-            stream,
-            app.clone(),
-            limits.header_read_timeout,
-            stop.clone(),
-            permit,
-        ));
+        let (app, timeout, stop) = (app.clone(), limits.header_read_timeout, stop.clone());
+        match &state.config.tls {
+            Some(tls) => connections.spawn(connection::serve_tls(
+                tls.clone(),
+                stream,
+                app,
+                timeout,
+                stop,
+                permit,
+            )),
+            None => connections.spawn(connection::serve(stream, app, timeout, stop, permit)),
+        };
     }
     let _ = stopping.send(true);
     state.stopping.send_replace(true);

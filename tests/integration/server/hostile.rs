@@ -361,6 +361,7 @@ async fn a_stopping_server_ends_live_streams_with_a_record() {
         tokens: None,
         allow_init: false,
         limits: Limits::default(),
+        tls: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

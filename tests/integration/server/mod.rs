@@ -73,6 +73,7 @@ async fn start(tokens: Option<&str>, limits: Limits) -> Server {
         tokens: tokens.map(|t| Tokens::parse(t).unwrap()),
         allow_init: true,
         limits,
+        tls: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -825,3 +825,90 @@ fn a_server_with_tokens_refuses_the_wrong_ones() {
         .unwrap();
     assert!(from_file.status.success(), "{from_file:?}");
 }
+
+fn tls_fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/tls")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `serve --tls-cert --tls-key` serves HTTPS: a client that trusts the issuer
+/// (`--ca-cert`) reads and writes; one that does not, or that speaks plain HTTP, is
+/// refused and changes nothing; one that stalls before its handshake is cut; a key that
+/// does not fit is refused at start.
+#[test]
+fn a_server_with_a_certificate_speaks_only_https() {
+    let (_dir, graph) = example_graph();
+    let root = std::path::Path::new(&graph).parent().unwrap().to_path_buf();
+    let (cert, key, ca) = (
+        tls_fixture("server.pem"),
+        tls_fixture("server.key"),
+        tls_fixture("ca.pem"),
+    );
+    let served = serve(
+        &root,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--header-read-timeout",
+            "1",
+        ],
+    );
+    assert!(
+        served.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.url
+    );
+    // A client that never starts its handshake is cut like one that never sends headers.
+    let address = served.url.trim_start_matches("https://");
+    let mut silent = std::net::TcpStream::connect(address).unwrap();
+    silent
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let waited = std::time::Instant::now();
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut silent, &mut byte).unwrap();
+    assert_eq!(read, 0, "closed, unanswered");
+    assert!(waited.elapsed() >= std::time::Duration::from_millis(900));
+    let people = ["read", "g", "Person", "--format", "ndjson"];
+    let trusted = |args: &[&str]| {
+        let output = bin()
+            .args(args)
+            .args(["--server", &served.url, "--ca-cert", &ca])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let before = trusted(&people);
+    let update = examples().join("update.ndjson");
+    trusted(&["load", "g", &update.to_string_lossy()]);
+    let after = trusted(&people);
+    assert_ne!(after, before, "the load over HTTPS changed the graph");
+
+    let untrusted = bin()
+        .args(people)
+        .args(["--server", &served.url])
+        .output()
+        .unwrap();
+    assert_eq!(untrusted.status.code(), Some(75), "{untrusted:?}");
+    let plain = bin()
+        .args(people)
+        .args(["--server", &served.url.replace("https://", "http://")])
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "{plain:?}");
+    assert_eq!(trusted(&people), after, "refused clients changed nothing");
+
+    let mismatched = bin()
+        .args(["serve", &root.to_string_lossy(), "--bind", "127.0.0.1:0"])
+        .args(["--tls-cert", &cert, "--tls-key", &ca])
+        .output()
+        .unwrap();
+    assert_eq!(mismatched.status.code(), Some(65), "{mismatched:?}");
+    assert!(String::from_utf8_lossy(&mismatched.stderr).contains("ca.pem"));
+}

@@ -1,10 +1,19 @@
-//! Prometheus text metrics, kept by hand: a few counters and two histograms.
+//! The server's metrics, kept in a `prometheus-client` registry and served as OpenMetrics
+//! text. Counters and histograms move as requests go; the per-graph gauges are read from
+//! each open graph's pending count at scrape time (no commit-log read).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
+
+use prometheus_client::encoding::{text::encode, EncodeLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// What `/metrics` answers with.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Histogram bucket bounds, in seconds.
 const ACK_BUCKETS: [f64; 12] = [
@@ -12,54 +21,17 @@ const ACK_BUCKETS: [f64; 12] = [
 ];
 const FOLD_BUCKETS: [f64; 9] = [0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 30.0];
 
-struct Histogram {
-    bounds: &'static [f64],
-    /// One count per bound, plus `+Inf`.
-    counts: Vec<AtomicU64>,
-    sum_micros: AtomicU64,
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: u16,
 }
 
-impl Histogram {
-    fn new(bounds: &'static [f64]) -> Histogram {
-        Histogram {
-            bounds,
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum_micros: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, elapsed: Duration) {
-        let seconds = elapsed.as_secs_f64();
-        let bucket = self
-            .bounds
-            .iter()
-            .position(|&bound| seconds <= bound)
-            .unwrap_or(self.bounds.len());
-        self.counts[bucket].fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
-    }
-
-    fn render(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, count) in self.counts.iter().enumerate() {
-            cumulative += count.load(Ordering::Relaxed);
-            let le = self
-                .bounds
-                .get(i)
-                .map_or("+Inf".to_owned(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
-        }
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}");
-        let _ = writeln!(out, "{name}_count {cumulative}");
-    }
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GraphLabel {
+    graph: String,
 }
 
-/// A per-graph gauge: its name, help text and how to read it.
-type Gauge = (&'static str, &'static str, fn(&GraphGauges) -> f64);
+type GraphGauge = Family<GraphLabel, Gauge<f64, AtomicU64>>;
 
 /// Pending (unfolded) work of one open graph, read at scrape time.
 pub struct GraphGauges {
@@ -71,109 +43,123 @@ pub struct GraphGauges {
 }
 
 pub struct Metrics {
+    registry: Registry,
     ack_latency: Histogram,
     fold_duration: Histogram,
-    acked_rows: AtomicU64,
-    rejected_lines: AtomicU64,
-    http_responses: Mutex<BTreeMap<u16, u64>>,
+    acked_rows: Counter,
+    rejected_lines: Counter,
+    http_responses: Family<StatusLabel, Counter>,
+    pending_rows: GraphGauge,
+    pending_bytes: GraphGauge,
+    fold_lag: GraphGauge,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
+        let mut registry = Registry::default();
+        let ack_latency = Histogram::new(ACK_BUCKETS);
+        registry.register(
+            "tributary_ingest_ack_seconds",
+            "Time from a send's arrival to its durable acknowledgement",
+            ack_latency.clone(),
+        );
+        let acked_rows = Counter::default();
+        registry.register(
+            "tributary_ingest_acked_rows",
+            "Rows acknowledged durable",
+            acked_rows.clone(),
+        );
+        let rejected_lines = Counter::default();
+        registry.register(
+            "tributary_ingest_rejected_lines",
+            "Ingest lines rejected by validation",
+            rejected_lines.clone(),
+        );
+        let fold_duration = Histogram::new(FOLD_BUCKETS);
+        registry.register(
+            "tributary_fold_seconds",
+            "Duration of folds requested over the API",
+            fold_duration.clone(),
+        );
+        let http_responses = Family::default();
+        registry.register(
+            "tributary_http_responses",
+            "HTTP responses by status",
+            http_responses.clone(),
+        );
+        let pending_rows = GraphGauge::default();
+        registry.register(
+            "tributary_pending_rows",
+            "Rows flushed but not yet folded",
+            pending_rows.clone(),
+        );
+        let pending_bytes = GraphGauge::default();
+        registry.register(
+            "tributary_pending_bytes",
+            "Bytes flushed but not yet folded",
+            pending_bytes.clone(),
+        );
+        let fold_lag = GraphGauge::default();
+        registry.register(
+            "tributary_fold_lag_seconds",
+            "Age of the oldest unfolded generation",
+            fold_lag.clone(),
+        );
         Metrics {
-            ack_latency: Histogram::new(&ACK_BUCKETS),
-            fold_duration: Histogram::new(&FOLD_BUCKETS),
-            acked_rows: AtomicU64::new(0),
-            rejected_lines: AtomicU64::new(0),
-            http_responses: Mutex::new(BTreeMap::new()),
+            registry,
+            ack_latency,
+            fold_duration,
+            acked_rows,
+            rejected_lines,
+            http_responses,
+            pending_rows,
+            pending_bytes,
+            fold_lag,
         }
     }
 }
 
 impl Metrics {
     pub fn acknowledged(&self, elapsed: Duration, rows: u64, rejected: u64) {
-        self.ack_latency.observe(elapsed);
-        self.acked_rows.fetch_add(rows, Ordering::Relaxed);
-        self.rejected_lines.fetch_add(rejected, Ordering::Relaxed);
+        self.ack_latency.observe(elapsed.as_secs_f64());
+        self.acked_rows.inc_by(rows);
+        self.rejected_lines.inc_by(rejected);
     }
 
     pub fn folded(&self, elapsed: Duration) {
-        self.fold_duration.observe(elapsed);
+        self.fold_duration.observe(elapsed.as_secs_f64());
     }
 
     pub fn responded(&self, status: u16) {
-        if let Ok(mut counts) = self.http_responses.lock() {
-            *counts.entry(status).or_default() += 1;
-        }
+        self.http_responses
+            .get_or_create(&StatusLabel { status })
+            .inc();
     }
 
+    /// The OpenMetrics text of every metric, with the gauges of `graphs` (the open ones;
+    /// a graph no longer open drops out).
     pub fn render(&self, graphs: &[GraphGauges]) -> String {
-        let mut out = String::new();
-        self.ack_latency.render(
-            &mut out,
-            "tributary_ingest_ack_seconds",
-            "Time from a send's arrival to its durable acknowledgement.",
-        );
-        counter(
-            &mut out,
-            "tributary_ingest_acked_rows_total",
-            "Rows acknowledged durable.",
-            self.acked_rows.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "tributary_ingest_rejected_lines_total",
-            "Ingest lines rejected by validation.",
-            self.rejected_lines.load(Ordering::Relaxed),
-        );
-        self.fold_duration.render(
-            &mut out,
-            "tributary_fold_seconds",
-            "Duration of folds requested over the API.",
-        );
-        let gauges: [Gauge; 3] = [
-            (
-                "tributary_pending_rows",
-                "Rows flushed but not yet folded.",
-                |g| g.pending_rows as f64,
-            ),
-            (
-                "tributary_pending_bytes",
-                "Bytes flushed but not yet folded.",
-                |g| g.pending_bytes as f64,
-            ),
-            (
-                "tributary_fold_lag_seconds",
-                "Age of the oldest unfolded generation.",
-                |g| g.fold_lag.map_or(0.0, |d| d.as_secs_f64()),
-            ),
-        ];
-        for (name, help, value) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for graph in graphs {
-                let _ = writeln!(out, "{name}{{graph=\"{}\"}} {}", graph.graph, value(graph));
-            }
+        for gauge in [&self.pending_rows, &self.pending_bytes, &self.fold_lag] {
+            gauge.clear();
         }
-        let _ = writeln!(
-            out,
-            "# HELP tributary_http_responses_total HTTP responses by status."
-        );
-        let _ = writeln!(out, "# TYPE tributary_http_responses_total counter");
-        if let Ok(counts) = self.http_responses.lock() {
-            for (status, count) in counts.iter() {
-                let _ = writeln!(
-                    out,
-                    "tributary_http_responses_total{{status=\"{status}\"}} {count}"
-                );
-            }
+        for graph in graphs {
+            let label = GraphLabel {
+                graph: graph.graph.clone(),
+            };
+            self.pending_rows
+                .get_or_create(&label)
+                .set(graph.pending_rows as f64);
+            self.pending_bytes
+                .get_or_create(&label)
+                .set(graph.pending_bytes as f64);
+            self.fold_lag
+                .get_or_create(&label)
+                .set(graph.fold_lag.map_or(0.0, |d| d.as_secs_f64()));
+        }
+        let mut out = String::new();
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::warn!(%error, "encoding the metrics failed");
         }
         out
     }
-}
-
-fn counter(out: &mut String, name: &str, help: &str, value: u64) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} counter");
-    let _ = writeln!(out, "{name} {value}");
 }

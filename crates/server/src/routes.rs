@@ -60,7 +60,7 @@ pub async fn metrics(
 ) -> Result<Response, ApiError> {
     state.authorize(&headers, Scope::Metrics, None)?;
     let text = state.render_metrics().await;
-    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }
 
 /// `POST /graphs/{id}` with the schema as the body (only with `serve --init`).

@@ -440,7 +440,13 @@ async fn reads_search_commits_and_metrics_over_http() {
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     let commits = server.get_json("/graphs/g/commits").await;
     assert_eq!(commits.as_array().unwrap().len(), 2, "init and load");
-    let metrics = server.get("/metrics").await.text().await.unwrap();
+    let metrics = server.get("/metrics").await;
+    assert_eq!(
+        metrics.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let metrics = metrics.text().await.unwrap();
+    assert!(metrics.ends_with("# EOF\n"), "OpenMetrics text:\n{metrics}");
     for name in [
         "tributary_ingest_ack_seconds_bucket",
         "tributary_ingest_acked_rows_total",

@@ -3,6 +3,7 @@
 // test code: a panic here is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod load;
 mod restarts;
 mod torture;
 

@@ -218,13 +218,13 @@ fn report(
 /// Lines read on a thread (a blocking reader must not stall the runtime), as bytes: a
 /// line that is not UTF-8 is rejected on its own by whoever decodes it. A read error ends
 /// the stream, naming the line it happened on.
-struct LineSource {
+pub(crate) struct LineSource {
     receiver: tokio::sync::mpsc::Receiver<Result<Vec<u8>, Failure>>,
     /// A read error met while gathering a batch: returned after that batch.
     failed: Option<Failure>,
 }
 
-fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
+pub(crate) fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
     let mut reader: Box<dyn BufRead + Send> = if file == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -273,7 +273,7 @@ impl LineSource {
     }
 
     /// Wait for one line, then take whatever else has already arrived, up to `max`.
-    async fn next_batch(&mut self, max: usize) -> Option<Result<Vec<Vec<u8>>, Failure>> {
+    pub(crate) async fn next_batch(&mut self, max: usize) -> Option<Result<Vec<Vec<u8>>, Failure>> {
         let mut batch = match self.next_line().await? {
             Ok(line) => vec![line],
             Err(failure) => return Some(Err(failure)),
@@ -289,185 +289,5 @@ impl LineSource {
             }
         }
         Some(Ok(batch))
-    }
-}
-
-/// How long `ingest --server` keeps retrying a server that refuses to start the stream.
-const REMOTE_PATIENCE: Duration = Duration::from_secs(300);
-
-/// The lines of a remote ingest, re-sendable until the server has started the stream:
-/// what a refused attempt had taken from the source goes first in the next one. The
-/// source is locked only by the body that reads it; the bookkeeping only briefly, so the
-/// caller can mark the stream started while the body waits for input.
-#[derive(Clone)]
-struct Replay {
-    source: Arc<tokio::sync::Mutex<LineSource>>,
-    book: Arc<std::sync::Mutex<Book>>,
-}
-
-#[derive(Default)]
-struct Book {
-    resend: std::collections::VecDeque<Vec<u8>>,
-    /// Lines the current attempt took, kept until the server starts the stream.
-    sent: Vec<Vec<u8>>,
-    started: bool,
-}
-
-impl Replay {
-    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
-        self.book.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The next chunk of the body: lines to send again first, then whatever the source has
-    /// read (at least one line), up to `max` lines.
-    async fn next_chunk(&self, max: usize) -> Option<Result<Vec<u8>, std::io::Error>> {
-        let resend: Vec<Vec<u8>> = {
-            let mut book = self.book();
-            let n = book.resend.len().min(max);
-            book.resend.drain(..n).collect()
-        };
-        let lines = if resend.is_empty() {
-            match self.source.lock().await.next_batch(max).await? {
-                Ok(batch) => batch,
-                Err(failure) => return Some(Err(std::io::Error::other(failure.message))),
-            }
-        } else {
-            resend
-        };
-        let mut chunk = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in &lines {
-            chunk.extend_from_slice(line);
-            chunk.push(b'\n');
-        }
-        let mut book = self.book();
-        if !book.started {
-            book.sent.extend(lines);
-        }
-        Some(Ok(chunk))
-    }
-
-    /// The attempt was refused: what it took goes first in the next one.
-    fn rewind(&self) {
-        let mut book = self.book();
-        let sent = std::mem::take(&mut book.sent);
-        for line in sent.into_iter().rev() {
-            book.resend.push_front(line);
-        }
-    }
-
-    /// The server started the stream: from here on it acknowledges what it gets.
-    fn started(&self) {
-        let mut book = self.book();
-        book.started = true;
-        book.sent.clear();
-    }
-}
-
-/// `ingest --server`: stream the lines to the server and print its acknowledgement records
-/// as they arrive (the same records an embedded run prints). The server folds in the
-/// background; `--no-fold` is the server's to decide, and `--batch-lines` bounds the lines
-/// of one chunk of the body.
-pub async fn run_remote(
-    remote: &crate::remote::Remote,
-    args: IngestRun,
-    format: Format,
-    out: &mut dyn Write,
-) -> Result<(), Failure> {
-    use futures::StreamExt;
-
-    let replay = Replay {
-        source: Arc::new(tokio::sync::Mutex::new(spawn_reader(&args.file)?)),
-        book: Arc::default(),
-    };
-    // The server makes one send (one WAL append) of each chunk it receives: a chunk holds
-    // every line read by the time it goes out, up to `--batch-lines`, so a file streams
-    // in large sends and a slow producer's line still goes at once. A read error ends the
-    // body with an error: the server answers what it received and the run fails.
-    let max_lines = args.batch_lines.max(1);
-    let mut waited = Duration::ZERO;
-    let response = loop {
-        let body = futures::stream::unfold(replay.clone(), move |replay| async move {
-            let chunk = replay.next_chunk(max_lines).await?;
-            Some((chunk, replay))
-        });
-        let request = remote
-            .request(reqwest::Method::POST, "/ingest")
-            .query(&[
-                ("branch", args.branch.as_str()),
-                ("strict", &args.strict.to_string()),
-            ])
-            .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
-            .body(reqwest::Body::wrap_stream(body));
-        match remote.send_http(request).await {
-            Ok(response) => {
-                replay.started();
-                break response;
-            }
-            // Refused before anything was acknowledged (the graph's streams are all taken,
-            // or back-pressure): wait, and send the same lines again.
-            Err(error)
-                if error.kind() == tributary::ErrorKind::Unavailable
-                    && waited < REMOTE_PATIENCE =>
-            {
-                let pause = Duration::from_secs(tributary_server::RETRY_AFTER_S)
-                    .max(Duration::from_millis(250));
-                eprintln!("the server is busy ({error}); retrying in {pause:?}");
-                tokio::time::sleep(pause).await;
-                waited += pause;
-                replay.rewind();
-            }
-            Err(error) => return Err(error.into()),
-        }
-    };
-    let io = |e: std::io::Error| Failure::io(e.to_string());
-    let mut stream = response.bytes_stream();
-    let mut buffer = Vec::new();
-    let mut summary = None;
-    while let Some(chunk) = stream.next().await {
-        let chunk =
-            chunk.map_err(|e| Failure::unavailable(format!("the server stream broke: {e}")))?;
-        buffer.extend_from_slice(&chunk);
-        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = buffer.drain(..=end).collect();
-            let record: serde_json::Value = serde_json::from_slice(&line).map_err(|e| {
-                Failure::internal(format!("unreadable record from the server: {e}"))
-            })?;
-            if record.get("summary").is_some() {
-                summary = Some(record);
-                continue;
-            }
-            match format {
-                Format::Json | Format::Ndjson => {
-                    out.write_all(&line).map_err(io)?;
-                    out.flush().map_err(io)?;
-                }
-                _ => {
-                    for reject in record["rejected"].as_array().into_iter().flatten() {
-                        eprintln!("rejected: {}", reject["error"].as_str().unwrap_or_default());
-                    }
-                }
-            }
-        }
-    }
-    let Some(summary) = summary else {
-        return Err(Failure::unavailable(
-            "the server ended the stream without a summary",
-        ));
-    };
-    match format {
-        Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
-        _ => writeln!(
-            out,
-            "{} rows durable, {} lines rejected, through line {}; the server folds them",
-            summary["acked"], summary["rejected"], summary["through_line"]
-        )
-        .map_err(io)?,
-    }
-    match summary.get("error") {
-        Some(error) => Err(Failure::of_wire(
-            error["kind"].as_str(),
-            error["error"].as_str().unwrap_or("ingest failed"),
-        )),
-        None => Ok(()),
     }
 }

@@ -5,6 +5,7 @@ mod failure;
 mod ingest;
 mod output;
 mod remote;
+mod remote_ingest;
 mod serve;
 mod signals;
 
@@ -457,7 +458,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     fold: !args.no_fold,
                 };
                 match server.remote(&run.graph)? {
-                    Some(remote) => ingest::run_remote(&remote, run, format, &mut out).await,
+                    Some(remote) => remote_ingest::run(&remote, run, format, &mut out).await,
                     None => ingest::run(run, format, &mut out).await,
                 }
             }

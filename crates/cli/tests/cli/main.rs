@@ -603,7 +603,8 @@ fn a_folder_killed_mid_fold_is_finished_by_the_next_writer() {
     assert_eq!(fold_commits(&graph).len(), 1);
 }
 
-/// A `tributary serve` child over `root`, killed on drop.
+/// A `tributary serve` child over `root` (on a free port unless `extra` has `--bind`),
+/// killed on drop.
 struct Served {
     child: std::process::Child,
     url: String,
@@ -618,12 +619,12 @@ impl Drop for Served {
 
 fn serve(root: &std::path::Path, extra: &[&str]) -> Served {
     use std::io::{BufRead, BufReader};
-    let mut child = bin()
-        .args(["serve", &root.to_string_lossy(), "--bind", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut command = bin();
+    command.args(["serve", &root.to_string_lossy()]);
+    if !extra.contains(&"--bind") {
+        command.args(["--bind", "127.0.0.1:0"]);
+    }
+    let mut child = command.args(extra).stdout(Stdio::piped()).spawn().unwrap();
     let first = BufReader::new(child.stdout.take().unwrap())
         .lines()
         .next()

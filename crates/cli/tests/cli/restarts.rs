@@ -334,7 +334,7 @@ fn a_remote_ingest_refused_at_the_start_waits_and_retries() {
     // The second is refused and waits; ending the first frees the place.
     let mut errors = BufReader::new(second.stderr.take().unwrap()).lines();
     let waiting = errors.next().unwrap().unwrap();
-    assert!(waiting.contains("retrying"), "{waiting}");
+    assert!(waiting.contains("sending again from line 1 "), "{waiting}");
     drop(feed);
     assert!(first.wait().unwrap().success());
     let out = second.wait_with_output().unwrap();
@@ -345,4 +345,70 @@ fn a_remote_ingest_refused_at_the_start_waits_and_retries() {
     drop(served);
     ok(&["ingest", "fold", &graph]);
     assert_eq!(person_ids(&graph).len(), 201);
+}
+
+/// A remote ingest whose server stops mid-stream (it ends the stream with a record of kind
+/// `unavailable` after acknowledgements went out) waits, and once a server is back on the
+/// address sends the lines after the last acknowledged one: every line arrives exactly
+/// once, and the records number the input's lines from its start.
+#[test]
+fn a_remote_ingest_resumes_after_its_server_stops_mid_stream() {
+    let (dir, graph) = empty_graph();
+    let mut served = serve(dir.path(), &[]);
+    let address = served.url.trim_start_matches("http://").to_owned();
+    let mut ingest = bin()
+        .args([
+            "ingest",
+            "g",
+            "-",
+            "--format",
+            "json",
+            "--server",
+            &served.url,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut feed = ingest.stdin.take().unwrap();
+    let mut records = BufReader::new(ingest.stdout.take().unwrap()).lines();
+    let through = |record: &str| -> u64 {
+        let record: serde_json::Value = serde_json::from_str(record).unwrap();
+        record["through_line"].as_u64().unwrap()
+    };
+    let first: String = (0..100).map(|i| person(&format!("p{i}"), 30)).collect();
+    feed.write_all(first.as_bytes()).unwrap();
+    feed.flush().unwrap();
+    let mut seen = Vec::new();
+    while seen.last() != Some(&100) {
+        seen.push(through(&records.next().unwrap().unwrap()));
+    }
+    sigterm(&served.child);
+    assert!(wait_exit(&mut served.child).success());
+    // Lines written while no server is there wait in the client.
+    let second: String = (100..200).map(|i| person(&format!("p{i}"), 31)).collect();
+    feed.write_all(second.as_bytes()).unwrap();
+    feed.flush().unwrap();
+    let _back = serve(dir.path(), &["--bind", &address]);
+    drop(feed);
+    let mut rest: Vec<String> = records.map(Result::unwrap).collect();
+    let summary: serde_json::Value = serde_json::from_str(&rest.pop().unwrap()).unwrap();
+    seen.extend(rest.iter().map(|record| through(record)));
+    let status = wait_exit(&mut ingest);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut ingest.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("sending again from line 101"), "{stderr}");
+    assert_eq!(summary["acked"], 200, "{summary}");
+    assert_eq!(summary["through_line"], 200, "{summary}");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "records in order: {seen:?}"
+    );
+    assert_eq!(seen.last(), Some(&200));
+    ok(&["ingest", "fold", &graph]);
+    let ids = person_ids(&graph);
+    assert_eq!(ids.len(), 200, "every line once");
+    assert_eq!(age(&graph, "p150"), "31");
 }

@@ -1,0 +1,341 @@
+//! `ingest --server`: stream the lines to a server, print its acknowledgement records as
+//! they arrive, and carry on across the server's refusals and restarts.
+//!
+//! The server acknowledges a stream's lines in order (`through_line`). When a stream ends
+//! before the input does — refused at the start, back-pressure or a stopping server after
+//! acknowledgements went out (a final record of kind `unavailable`), or a connection that
+//! broke — the lines after the last acknowledged one go first in a new stream, after a
+//! pause, for up to [`PATIENCE`]. Records keep numbering the input's lines from its
+//! start. A line the server took but could not acknowledge may be sent twice; a write is
+//! an upsert by key, so the graph ends the same.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::ingest::{spawn_reader, IngestRun, LineSource};
+use crate::output::Format;
+use crate::remote::Remote;
+use crate::Failure;
+
+/// How long `ingest --server` keeps waiting for a server that refused or ended a stream.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// The input's lines, re-sendable until the server acknowledges them.
+///
+/// The source is locked only by the body that reads it, the bookkeeping only briefly.
+/// Each stream is an attempt; a body of an attempt that has ended hands back what it read
+/// (to go first in the next attempt) instead of sending it.
+#[derive(Clone)]
+struct Replay {
+    source: Arc<tokio::sync::Mutex<LineSource>>,
+    book: Arc<std::sync::Mutex<Book>>,
+}
+
+#[derive(Default)]
+struct Book {
+    attempt: u64,
+    /// Lines to send before reading more from the source, oldest first.
+    resend: VecDeque<Vec<u8>>,
+    /// Lines this attempt sent and the server has not acknowledged, oldest first.
+    unsettled: VecDeque<Vec<u8>>,
+    /// Lines of this attempt acknowledged (or rejected) so far.
+    settled: u64,
+}
+
+impl Replay {
+    fn book(&self) -> std::sync::MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take_resend(&self, max: usize) -> Vec<Vec<u8>> {
+        let mut book = self.book();
+        let n = book.resend.len().min(max);
+        book.resend.drain(..n).collect()
+    }
+
+    /// Start an attempt: what the last one did not settle goes first.
+    fn begin(&self) -> u64 {
+        let mut book = self.book();
+        let unsettled = std::mem::take(&mut book.unsettled);
+        for line in unsettled.into_iter().rev() {
+            book.resend.push_front(line);
+        }
+        book.settled = 0;
+        book.attempt += 1;
+        book.attempt
+    }
+
+    /// The next chunk of `attempt`'s body: lines to send again first, then whatever the
+    /// source has read (at least one line), up to `max` lines. `None` ends the body.
+    async fn next_chunk(
+        &self,
+        attempt: u64,
+        max: usize,
+    ) -> Option<Result<Vec<u8>, std::io::Error>> {
+        let mut lines = self.take_resend(max);
+        if lines.is_empty() {
+            let mut source = self.source.lock().await;
+            // A body of an ended attempt may have read lines while this one waited for
+            // the source: they come before anything read now.
+            lines = self.take_resend(max);
+            if lines.is_empty() {
+                lines = match source.next_batch(max).await? {
+                    Ok(batch) => batch,
+                    Err(failure) => return Some(Err(std::io::Error::other(failure.message))),
+                };
+            }
+        }
+        let mut book = self.book();
+        if book.attempt != attempt {
+            book.resend.extend(lines);
+            return None;
+        }
+        let mut chunk = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+        for line in &lines {
+            chunk.extend_from_slice(line);
+            chunk.push(b'\n');
+        }
+        book.unsettled.extend(lines);
+        Some(Ok(chunk))
+    }
+
+    /// The server settled every line of this attempt through `through_line`.
+    fn settled(&self, through_line: u64) {
+        let mut book = self.book();
+        let n = through_line.saturating_sub(book.settled) as usize;
+        let n = n.min(book.unsettled.len());
+        book.unsettled.drain(..n);
+        book.settled = book.settled.max(through_line);
+    }
+}
+
+/// What earlier attempts settled, so records number the input's lines from its start.
+#[derive(Default)]
+struct Progress {
+    lines: u64,
+    acked: u64,
+    rejected: u64,
+}
+
+/// How one attempt ended.
+enum Ended {
+    /// The server's summary of a stream it ran to the end (or ended for a reason a retry
+    /// would not cure).
+    Summary(Value),
+    /// Worth another attempt: why, and what the attempt settled.
+    Retry {
+        why: String,
+        lines: u64,
+        acked: u64,
+        rejected: u64,
+    },
+}
+
+/// `ingest --server`: stream the lines to the server and print its acknowledgement records
+/// as they arrive (the same records an embedded run prints). The server folds in the
+/// background; `--no-fold` is the server's to decide, and `--batch-lines` bounds the lines
+/// of one chunk of the body.
+pub async fn run(
+    remote: &Remote,
+    args: IngestRun,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let replay = Replay {
+        source: Arc::new(tokio::sync::Mutex::new(spawn_reader(&args.file)?)),
+        book: Arc::default(),
+    };
+    // The server makes one send (one WAL append) of each chunk it receives: a chunk holds
+    // every line read by the time it goes out, up to `--batch-lines`, so a file streams
+    // in large sends and a slow producer's line still goes at once. A read error ends the
+    // body with an error: the server answers what it received and the run fails.
+    let max_lines = args.batch_lines.max(1);
+    let mut progress = Progress::default();
+    let mut waited = Duration::ZERO;
+    loop {
+        let attempt = replay.begin();
+        let body = futures::stream::unfold(replay.clone(), move |replay| async move {
+            let chunk = replay.next_chunk(attempt, max_lines).await?;
+            Some((chunk, replay))
+        });
+        let request = remote
+            .request(reqwest::Method::POST, "/ingest")
+            .query(&[
+                ("branch", args.branch.as_str()),
+                ("strict", &args.strict.to_string()),
+            ])
+            .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
+            .body(reqwest::Body::wrap_stream(body));
+        let ended = match remote.send_http(request).await {
+            Ok(response) => relay(response, &replay, &progress, format, out).await?,
+            // Refused before the stream started (the graph's streams are all taken,
+            // back-pressure, or no server there).
+            Err(error) if error.kind() == tributary::ErrorKind::Unavailable => Ended::Retry {
+                why: error.to_string(),
+                lines: 0,
+                acked: 0,
+                rejected: 0,
+            },
+            Err(error) => return Err(error.into()),
+        };
+        match ended {
+            Ended::Summary(summary) => return finish(summary, &progress, format, out),
+            Ended::Retry {
+                why,
+                lines,
+                acked,
+                rejected,
+            } => {
+                progress.lines += lines;
+                progress.acked += acked;
+                progress.rejected += rejected;
+                if waited >= PATIENCE {
+                    return Err(Failure::unavailable(format!(
+                        "{why}; gave up after {} s with lines 1 to {} settled",
+                        PATIENCE.as_secs(),
+                        progress.lines
+                    )));
+                }
+                let pause = Duration::from_secs(tributary_server::RETRY_AFTER_S)
+                    .max(Duration::from_millis(250));
+                eprintln!(
+                    "the server is unavailable ({why}); sending again from line {} in {pause:?}",
+                    progress.lines + 1
+                );
+                tokio::time::sleep(pause).await;
+                waited += pause;
+            }
+        }
+    }
+}
+
+/// Print the records of one attempt's response as they arrive, renumbered to the input's
+/// lines, and say how the attempt ended.
+async fn relay(
+    response: reqwest::Response,
+    replay: &Replay,
+    progress: &Progress,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<Ended, Failure> {
+    let io = |e: std::io::Error| Failure::io(e.to_string());
+    let mut stream = response.bytes_stream();
+    let mut buffer = Vec::new();
+    let (mut lines, mut acked, mut rejected) = (0, 0, 0);
+    while let Some(chunk) = stream.next().await {
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(error) => {
+                return Ok(Ended::Retry {
+                    why: format!("the server stream broke: {error}"),
+                    lines,
+                    acked,
+                    rejected,
+                })
+            }
+        };
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            let mut record: Value = serde_json::from_slice(&line).map_err(|e| {
+                Failure::internal(format!("unreadable record from the server: {e}"))
+            })?;
+            let through = record["through_line"].as_u64().unwrap_or(0);
+            if record.get("summary").is_some() {
+                let resumable = record["error"]["kind"].as_str()
+                    == Some(tributary::ErrorKind::Unavailable.name());
+                return Ok(if resumable {
+                    replay.settled(through);
+                    Ended::Retry {
+                        why: record["error"]["error"]
+                            .as_str()
+                            .unwrap_or("unavailable")
+                            .to_owned(),
+                        lines: through,
+                        acked: record["acked"].as_u64().unwrap_or(acked),
+                        rejected: record["rejected"].as_u64().unwrap_or(rejected),
+                    }
+                } else {
+                    Ended::Summary(record)
+                });
+            }
+            replay.settled(through);
+            lines = through;
+            acked = record["acked"].as_u64().unwrap_or(acked);
+            let rejects = record["rejected"].as_array().cloned().unwrap_or_default();
+            rejected += rejects.len() as u64;
+            renumber(&mut record, progress);
+            match format {
+                Format::Json | Format::Ndjson => {
+                    writeln!(out, "{record}").map_err(io)?;
+                    out.flush().map_err(io)?;
+                }
+                _ => {
+                    for reject in record["rejected"].as_array().into_iter().flatten() {
+                        eprintln!("rejected: {}", reject["error"].as_str().unwrap_or_default());
+                    }
+                }
+            }
+        }
+    }
+    Ok(Ended::Retry {
+        why: "the server ended the stream without a summary".into(),
+        lines,
+        acked,
+        rejected,
+    })
+}
+
+/// Line numbers and counts of a record of a later attempt, from the input's start.
+fn renumber(record: &mut Value, progress: &Progress) {
+    if progress.lines == 0 && progress.acked == 0 {
+        return;
+    }
+    let add = |value: &mut Value, base: u64| {
+        if let Some(n) = value.as_u64() {
+            *value = Value::from(n + base);
+        }
+    };
+    add(&mut record["through_line"], progress.lines);
+    add(&mut record["acked"], progress.acked);
+    if let Some(rejects) = record["rejected"].as_array_mut() {
+        for reject in rejects {
+            add(&mut reject["line"], progress.lines);
+        }
+    }
+}
+
+/// Print the summary of the whole input and fail as the server's last stream did.
+fn finish(
+    mut summary: Value,
+    progress: &Progress,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::io(e.to_string());
+    renumber(&mut summary, progress);
+    if let Some(n) = summary["rejected"].as_u64() {
+        summary["rejected"] = Value::from(n + progress.rejected);
+    }
+    match format {
+        Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
+        _ => writeln!(
+            out,
+            "{} rows durable, {} lines rejected, through line {}; the server folds them",
+            summary["acked"], summary["rejected"], summary["through_line"]
+        )
+        .map_err(io)?,
+    }
+    match summary.get("error") {
+        Some(error) => Err(Failure::of_wire(
+            error["kind"].as_str(),
+            error["error"].as_str().unwrap_or("ingest failed"),
+        )),
+        None => Ok(()),
+    }
+}

@@ -524,3 +524,72 @@ async fn pending_costs_the_same_at_any_commit_depth() {
     assert_eq!(pending.rows, 1, "loads of a plain type fold nothing");
     assert_eq!(shallow, deep, "ops at 1 vs 31 commits");
 }
+
+/// Lance's back-pressure makes a put wait, never fail: sends that pile up behind a put it
+/// holds are refused at once with `unavailable` once the shard's unflushed bound already
+/// waits, and the ones queued before it are written when the put goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn sends_waiting_behind_a_held_put_are_bounded() {
+    const BOUND: usize = 1 << 20;
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, tributary_tests::SCHEMA).await.unwrap();
+    let settings = tributary::GraphSettings {
+        writer: tributary::WriterSettings {
+            memtable_bytes: 512 << 10,
+            max_unflushed_bytes: BOUND,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = std::sync::Arc::new(
+        Graph::builder(&uri)
+            .settings(settings)
+            .open()
+            .await
+            .unwrap(),
+    );
+    let ingest = graph.ingest("main").unwrap();
+    ingest.send(1, &ndjson(&[person("warm", 1)])).await.unwrap();
+    fail::cfg("memwal::before-put", "sleep(1500)").unwrap();
+    let sends: Vec<_> = (0..16)
+        .map(|s| {
+            let graph = graph.clone();
+            tokio::spawn(async move {
+                let lines: Vec<String> = (0..1_000)
+                    .map(|r| person(&format!("s{s}-{r}"), 30))
+                    .collect();
+                let result = graph.ingest("main").unwrap().send(1, &ndjson(&lines)).await;
+                (s, result)
+            })
+        })
+        .collect();
+    let (mut written, mut refused) = (Vec::new(), Vec::new());
+    for send in sends {
+        match send.await.unwrap() {
+            (s, Ok(ack)) => {
+                assert_eq!(ack.durable_rows, 1_000);
+                written.push(s);
+            }
+            (s, Err(error)) => {
+                assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+                assert!(error.to_string().contains("already wait"), "{error}");
+                refused.push(s);
+            }
+        }
+    }
+    fail::remove("memwal::before-put");
+    eprintln!("{} sends written, {} refused", written.len(), refused.len());
+    assert!(!refused.is_empty(), "the queue was bounded");
+    assert!(written.len() >= 2, "sends within the bound were written");
+    graph.fold("main").await.unwrap();
+    let rows = graph.read("Person", &ReadOptions::default()).await.unwrap();
+    assert_eq!(
+        rows.num_rows(),
+        1 + written.len() * 1_000,
+        "written once, refused never"
+    );
+    scenario.teardown();
+}

@@ -39,11 +39,18 @@ struct GroupLimits {
     rows: usize,
     batches: usize,
     bytes: usize,
+    /// Bytes that may wait behind the put in flight. Lance's own back-pressure makes a put
+    /// wait (it never fails), so without this bound the queue in front of it would grow
+    /// without end; it is the writer's own unflushed bound, so what waits in front of it
+    /// is at most what it may hold.
+    queued_bytes: usize,
 }
 
 #[derive(Default)]
 struct Queue {
     waiting: VecDeque<Waiting>,
+    /// Bytes of the batches in `waiting`.
+    waiting_bytes: usize,
     /// A drain task is running and will take everything queued.
     draining: bool,
 }
@@ -60,6 +67,7 @@ impl GroupWriter {
             rows: config.max_memtable_rows,
             batches: config.max_memtable_batches,
             bytes: config.max_memtable_size,
+            queued_bytes: config.max_unflushed_memtable_bytes,
         };
         GroupWriter {
             shared: Arc::new(Shared {
@@ -78,11 +86,26 @@ impl GroupWriter {
     }
 
     /// Write `batch`; returns once it is durable in the WAL (with the sends it was grouped
-    /// with), or with the error their put failed with.
+    /// with), or with the error their put failed with. Refused at once with
+    /// [`Error::Backpressure`] when more than the shard's unflushed bound already waits.
     pub async fn put(&self, batch: RecordBatch) -> Result<()> {
         let (done, acked) = oneshot::channel();
+        let bytes = batch.get_array_memory_size();
         let start_drain = {
             let mut queue = self.shared.queue();
+            let bound = self.shared.limits.queued_bytes;
+            if !queue.waiting.is_empty() && queue.waiting_bytes + bytes > bound {
+                return Err(Error::Backpressure {
+                    table: self.shared.table.clone(),
+                    message: format!(
+                        "{} MiB of sends already wait for shard {}'s writer (bound {} MiB); retry later",
+                        queue.waiting_bytes >> 20,
+                        self.shared.shard,
+                        bound >> 20
+                    ),
+                });
+            }
+            queue.waiting_bytes += bytes;
             queue.waiting.push_back(Waiting { batch, done });
             !std::mem::replace(&mut queue.draining, true)
         };
@@ -142,6 +165,8 @@ impl Shared {
             };
             last_group = group.len();
             let batches = group.iter().map(|w| w.batch.clone()).collect();
+            // A put Lance holds (tests: what its back-pressure wait looks like from here).
+            fail::fail_point!("memwal::before-put");
             let result = self
                 .writer
                 .put(batches)
@@ -185,7 +210,8 @@ impl Shared {
         let (mut rows, mut bytes) = (0, 0);
         while let Some(next) = queue.waiting.pop_front() {
             let more_rows = rows + next.batch.num_rows();
-            let more_bytes = bytes + next.batch.get_array_memory_size();
+            let size = next.batch.get_array_memory_size();
+            let more_bytes = bytes + size;
             let full = more_rows > self.limits.rows
                 || more_bytes > self.limits.bytes
                 || group.len() == self.limits.batches;
@@ -195,6 +221,7 @@ impl Shared {
                 break;
             }
             (rows, bytes) = (more_rows, more_bytes);
+            queue.waiting_bytes -= size;
             group.push(next);
         }
         if group.is_empty() {
@@ -217,6 +244,7 @@ impl Drop for DrainGuard<'_> {
         if self.armed {
             let mut queue = self.shared.queue();
             queue.waiting.clear();
+            queue.waiting_bytes = 0;
             queue.draining = false;
         }
     }

@@ -411,3 +411,55 @@ async fn a_stopping_server_ends_live_streams_with_a_record() {
         .unwrap()
         .is_some());
 }
+
+/// A client that streams lines but never reads its acknowledgements cannot hold a stream
+/// place: once the records it leaves unread fill the pipe for the idle timeout, the
+/// server ends its stream and the place is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_that_never_reads_its_records_frees_its_place() {
+    use tokio::io::AsyncWriteExt;
+    let limits = Limits {
+        max_ingest_streams: 1,
+        ingest_idle_timeout: Duration::from_secs(1),
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    let address = server.base.trim_start_matches("http://").to_owned();
+    // Rejected lines make long records fast (each names its line and why), and take no
+    // WAL append: the unread records outgrow the socket buffers in a few seconds.
+    let chunk: String = (0..1_000)
+        .map(|i| format!("{{\"type\":\"Nobody\",\"data\":{{\"name\":\"n{i}\"}}}}\n"))
+        .collect();
+    let deaf = tokio::spawn(async move {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        let head = "POST /graphs/g/ingest HTTP/1.1\r\nhost: t\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+        // Never reads; writes until the server stops taking the body.
+        while stream.write_all(framed.as_bytes()).await.is_ok() {}
+    });
+    // The deaf client holds the one place…
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = server.ingest(ndjson(&[person("probe", 1)])).await;
+        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the deaf stream never took the place"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // …until its unread records have waited out the idle timeout.
+    loop {
+        let response = server.ingest(ndjson(&[person("honest", 1)])).await;
+        if response.status() == StatusCode::OK {
+            break;
+        }
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(Instant::now() < deadline, "the deaf stream held its place");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    deaf.abort();
+}

@@ -34,6 +34,8 @@ struct Settings {
     read_base: usize,
     read_pending: &'static [usize],
     read_lookups: usize,
+    /// (base rows, pending rows) of the fold-vs-raw-merge scenario.
+    fold_merge: &'static [(usize, usize)],
     /// Commit depths of the commit-point scenario, and the rounds timed at each.
     commit_depths: &'static [usize],
     commit_rounds: usize,
@@ -285,7 +287,14 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 5] = ["load", "ingest", "fold", "reads", "commit_point"];
+const GROUPS: [&str; 6] = [
+    "load",
+    "ingest",
+    "fold",
+    "fold_merge",
+    "reads",
+    "commit_point",
+];
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
@@ -313,6 +322,7 @@ fn main() {
             read_base: 10_000,
             read_pending: &[0, 1_000],
             read_lookups: 20,
+            fold_merge: &[(10_000, 10_000)],
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
         }
@@ -328,6 +338,7 @@ fn main() {
             read_base: 100_000,
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
+            fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
         }
@@ -364,6 +375,11 @@ fn main() {
                 "time_ratio": ms_long / ms_short,
             }));
             fold::sustained(settings.sustained, 4, load_rows_per_s).await;
+        }
+        if runs("fold_merge") {
+            for &(base, pending) in settings.fold_merge {
+                fold::fold_vs_merge(base, pending).await;
+            }
         }
         if runs("commit_point") {
             for &depth in settings.commit_depths {

@@ -70,6 +70,6 @@ pub use tributary_publisher::{
 pub use tributary_schema::{Catalog, LineError, TablePath};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
-    FoldOutcome, FoldSettings, IndexReport, IndexSettings, Recovered, RejectKind, RejectPolicy,
-    FOLD_ACTOR, REJECTS_PATH,
+    FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered, RejectKind,
+    RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
 };

@@ -150,7 +150,9 @@ impl Graph {
                 })
                 .collect::<Result<_, _>>()?,
         };
-        let commit = commit_intent(self.target_in(turn), &intent, staged).await?;
+        let commit = commit_intent(self.target_in(turn), &intent, staged)
+            .await?
+            .record;
         Ok(LoadOutcome { commit, rows })
     }
 

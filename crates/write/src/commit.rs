@@ -112,6 +112,28 @@ enum Window {
     BeforeSidecarDelete,
 }
 
+/// Where a commit's time went, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CommitTimings {
+    /// The sidecar and the table commits.
+    pub tables_ms: f64,
+    /// Bringing the committed tables' derived indexes up to date.
+    pub indexes_ms: f64,
+    /// The publish (and deleting the sidecar).
+    pub publish_ms: f64,
+}
+
+/// A write made visible, and where its commit's time went.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    pub record: CommitRecord,
+    pub timings: CommitTimings,
+}
+
+fn ms_since(started: std::time::Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}
+
 /// Make a staged write visible: sidecar, table commits, one publish, sidecar delete.
 /// The caller holds the branch's write turn (its queue and lease). A failure after the sidecar is written is
 /// resolved at once (rolled forward or dropped) unless it is a simulated crash, which
@@ -120,7 +142,8 @@ pub async fn commit_intent(
     target: GraphTarget<'_>,
     intent: &Intent,
     staged: Vec<StagedWrite>,
-) -> Result<CommitRecord> {
+) -> Result<Committed> {
+    let started = std::time::Instant::now();
     let sidecar = Intent::sidecar_path(&intent.id);
     let _in_flight = InFlight::start(&intent.id);
     target
@@ -128,8 +151,11 @@ pub async fn commit_intent(
         .put(&sidecar, intent.to_bytes())
         .await
         .context(StorageSnafu)?;
-
-    let commit = match commit_and_publish(target, intent, staged).await {
+    let mut timings = CommitTimings::default();
+    let committed = commit_and_publish(target, intent, staged, &mut timings).await;
+    timings.tables_ms = ms_since(started) - timings.indexes_ms - timings.publish_ms;
+    let published = std::time::Instant::now();
+    let record = match committed {
         Ok(commit) => commit,
         Err(error @ Error::Injected { .. }) => return Err(error),
         // A table commit conflict or a lost publish race: never leave committed tables
@@ -139,24 +165,29 @@ pub async fn commit_intent(
             let resolved = recover_intent(target, intent).await?;
             delete_sidecar(target.store, &sidecar).await;
             return match resolved {
-                Recovered::RolledForward { .. } => target
-                    .publisher
-                    .head(&intent.branch)
-                    .await
-                    .context(PublishSnafu),
+                Recovered::RolledForward { .. } => Ok(Committed {
+                    record: target
+                        .publisher
+                        .head(&intent.branch)
+                        .await
+                        .context(PublishSnafu)?,
+                    timings,
+                }),
                 _ => Err(error),
             };
         }
     };
     crash_window(intent.kind, Window::BeforeSidecarDelete)?;
     delete_sidecar(target.store, &sidecar).await;
-    Ok(commit)
+    timings.publish_ms += ms_since(published);
+    Ok(Committed { record, timings })
 }
 
 async fn commit_and_publish(
     target: GraphTarget<'_>,
     intent: &Intent,
     staged: Vec<StagedWrite>,
+    timings: &mut CommitTimings,
 ) -> Result<CommitRecord> {
     crash_window(intent.kind, Window::BeforeTableCommits)?;
     // The last moment a write can still give up with nothing committed: a holder that
@@ -181,15 +212,20 @@ async fn commit_and_publish(
             write.affected,
         )
         .await?;
+        let indexing = std::time::Instant::now();
         let version = refresh_indexes(target, &write.path, committed).await;
+        timings.indexes_ms += ms_since(indexing);
         versions.insert(write.path, version);
     }
     crash_window(intent.kind, Window::BeforePublish)?;
-    publish_with_retry(
+    let publishing = std::time::Instant::now();
+    let published = publish_with_retry(
         target.publisher,
         plan_for(intent, intent.expected_head.clone(), versions),
     )
-    .await
+    .await;
+    timings.publish_ms += ms_since(publishing);
+    published
 }
 
 fn plan_for(

@@ -19,10 +19,12 @@ pub mod lookup;
 pub mod rejects;
 mod run;
 
-pub use commit::{commit_intent, recover_intent, GraphTarget, Recovered, StagedWrite};
+pub use commit::{
+    commit_intent, recover_intent, CommitTimings, Committed, GraphTarget, Recovered, StagedWrite,
+};
 pub use constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables, Violation};
 pub use error::{Error, Result};
 pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
 pub use lease::{BranchLease, LEASE_DIR};
 pub use rejects::{rejects_schema, REJECTS_PATH};
-pub use run::{fold_pending, FoldOutcome, FoldSettings, RejectPolicy, FOLD_ACTOR};
+pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};

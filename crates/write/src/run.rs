@@ -72,6 +72,41 @@ pub struct FoldOutcome {
     pub commits: usize,
     /// False when `max_rows` left generations for another fold.
     pub complete: bool,
+    /// Where the time went (summed over the commits of a backlog).
+    #[serde(default)]
+    pub timings: FoldTimings,
+}
+
+/// Where a fold's time went, in milliseconds, stage by stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FoldTimings {
+    /// Listing the pending generations.
+    pub plan_ms: f64,
+    /// Pass 1: reading the generations, newest row per key, constraint checks, dead letters.
+    pub validate_ms: f64,
+    /// Pass 2: reading them again into one staged merge-insert per table.
+    pub merge_ms: f64,
+    /// The sidecar and the table commits.
+    pub tables_ms: f64,
+    /// Bringing the tables' derived indexes up to date.
+    pub indexes_ms: f64,
+    /// The publish.
+    pub publish_ms: f64,
+}
+
+impl FoldTimings {
+    fn add(&mut self, other: &FoldTimings) {
+        self.plan_ms += other.plan_ms;
+        self.validate_ms += other.validate_ms;
+        self.merge_ms += other.merge_ms;
+        self.tables_ms += other.tables_ms;
+        self.indexes_ms += other.indexes_ms;
+        self.publish_ms += other.publish_ms;
+    }
+}
+
+fn ms_since(started: std::time::Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
 }
 
 impl FoldOutcome {
@@ -83,6 +118,7 @@ impl FoldOutcome {
         self.rejected += later.rejected;
         self.folded.extend(later.folded);
         self.commits += later.commits;
+        self.timings.add(&later.timings);
         if later.commit.is_some() {
             self.commit = later.commit;
         }
@@ -105,8 +141,11 @@ pub async fn fold_pending(
     branch: &BranchName,
     settings: &FoldSettings,
 ) -> Result<FoldOutcome> {
+    let started = std::time::Instant::now();
+    let mut timings = FoldTimings::default();
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
     let (plans, complete) = plan(target, catalog, settings.max_rows).await?;
+    timings.plan_ms = ms_since(started);
     if plans.is_empty() {
         return Ok(FoldOutcome {
             complete: true,
@@ -117,6 +156,7 @@ pub async fn fold_pending(
     let tables = SnapshotTables::new(target.store, catalog, &head);
 
     // Pass 1: validate, newest row per key first; keep only keys between chunks.
+    let validating = std::time::Instant::now();
     let mut checker = ConstraintChecker::new(&tables, Scope::Stream);
     let mut rejects = RejectRows::new(&commit_id);
     let mut rejected_keys: HashMap<TablePath, HashSet<String>> = HashMap::new();
@@ -197,7 +237,10 @@ pub async fn fold_pending(
         rows.insert(ty.name.clone(), table_rows);
     }
 
+    timings.validate_ms = ms_since(validating);
+
     // Pass 2: stage one merge-insert per table, streaming the same rows minus rejects.
+    let merging = std::time::Instant::now();
     let mut staged = Vec::new();
     let mut rows_written = BTreeMap::new();
     for plan in &plans {
@@ -246,6 +289,7 @@ pub async fn fold_pending(
             affected: result.affected_rows,
         });
     }
+    timings.merge_ms = ms_since(merging);
     let rejected = rejects.len() as u64;
     if !rejects.is_empty() {
         let (dataset, transaction) = rejects.stage(target.store).await?;
@@ -273,14 +317,18 @@ pub async fn fold_pending(
             .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))
             .collect::<Result<_>>()?,
     };
-    let commit = commit_intent(target, &intent, staged).await?;
+    let committed = commit_intent(target, &intent, staged).await?;
+    timings.tables_ms = committed.timings.tables_ms;
+    timings.indexes_ms = committed.timings.indexes_ms;
+    timings.publish_ms = committed.timings.publish_ms;
     Ok(FoldOutcome {
-        commit: Some(commit),
+        commit: Some(committed.record),
         rows,
         rejected,
         folded,
         commits: 1,
         complete,
+        timings,
     })
 }
 

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::TryStreamExt;
 use serde_json::json;
 use tributary::{Graph, GraphSettings, LoadOptions, OpCounter, ReadOptions};
 use tributary_tests::{company, ndjson, person, SCHEMA};
@@ -184,5 +185,117 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
         "final_fold_ms": drain_ms,
         "fold_commits": folds,
         "over_load_1_row": rows_per_s / load_rows_per_s,
+    }));
+}
+
+/// Copy a directory tree (a table's folder).
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create copy");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+/// This process's peak resident memory since the last [`reset_peak_rss`], in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// Fold `pending` streamed rows (half updates of base rows, half new keys) into a table of
+/// `base` rows; beside it, Lance's own merge-insert of the same rows into a copy of the
+/// same base table. The ratio, where the fold's time went, and the fold's peak memory.
+pub async fn fold_vs_merge(base: usize, pending: usize) {
+    use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, SCHEMA).await.expect("init");
+    let graph = Graph::open(&uri).await.expect("open");
+    let ingest = graph.ingest("main").expect("ingest");
+    let send = |names: Vec<String>, age: i32| {
+        let ingest = &ingest;
+        async move {
+            for chunk in names.chunks(SEND_ROWS) {
+                let lines: Vec<String> = chunk.iter().map(|n| person(n, age)).collect();
+                ingest.send(1, &ndjson(&lines)).await.expect("send");
+            }
+        }
+    };
+    send((0..base).map(|i| format!("b{i}")).collect(), 1).await;
+    graph.fold("main").await.expect("base fold");
+    let table = dir.path().join("g/nodes/Person.lance");
+    let copy = dir.path().join("raw/Person.lance");
+    copy_tree(&table, &copy);
+    // The pending rows are the only ones aged 99: half update base rows, half are new.
+    let mut names: Vec<String> = (0..pending / 2).map(|i| format!("b{i}")).collect();
+    names.extend((0..pending - pending / 2).map(|i| format!("n{i}")));
+    send(names, 99).await;
+    graph.close_writers().await.expect("flush");
+
+    reset_peak_rss();
+    let started = Instant::now();
+    let outcome = graph.fold("main").await.expect("fold");
+    let fold_s = started.elapsed().as_secs_f64();
+    let fold_peak = peak_rss_mib();
+    assert_eq!(outcome.rows["Person"] as usize, pending);
+
+    // The same rows, as the fold left them, merged by Lance alone into the copied base.
+    let folded = lance::Dataset::open(&table.to_string_lossy())
+        .await
+        .expect("open folded");
+    let mut scan = folded.scan();
+    scan.filter("age = 99").expect("filter");
+    let rows: Vec<arrow_array::RecordBatch> = scan
+        .try_into_stream()
+        .await
+        .expect("scan")
+        .try_collect()
+        .await
+        .expect("rows");
+    let schema = rows[0].schema();
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), pending);
+    let raw = Arc::new(
+        lance::Dataset::open(&copy.to_string_lossy())
+            .await
+            .expect("open copy"),
+    );
+    let started = Instant::now();
+    let mut builder = MergeInsertBuilder::try_new(raw, vec!["id".into()]).expect("merge");
+    builder
+        .when_matched(WhenMatched::UpdateAll)
+        .when_not_matched(WhenNotMatched::InsertAll);
+    let source = arrow_array::RecordBatchIterator::new(rows.into_iter().map(Ok), schema);
+    builder
+        .try_build()
+        .expect("build")
+        .execute_reader(Box::new(source))
+        .await
+        .expect("raw merge");
+    let raw_s = started.elapsed().as_secs_f64();
+    report(json!({
+        "scenario": "fold_vs_raw_merge",
+        "base_rows": base,
+        "pending_rows": pending,
+        "fold_ms": fold_s * 1e3,
+        "raw_merge_ms": raw_s * 1e3,
+        "fold_over_raw": fold_s / raw_s,
+        "fold_rows_per_s": pending as f64 / fold_s,
+        "raw_rows_per_s": pending as f64 / raw_s,
+        "fold_peak_rss_mib": fold_peak,
+        "stages_ms": outcome.timings,
     }));
 }

@@ -2,15 +2,14 @@
 //! validated → one staged merge-insert per table carrying its compaction marks → one
 //! graph commit (with the dead letters).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
 use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion_physical_plan::SendableRecordBatchStream;
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
@@ -82,10 +81,17 @@ pub struct FoldOutcome {
 pub struct FoldTimings {
     /// Listing the pending generations.
     pub plan_ms: f64,
-    /// Pass 1: reading the generations, newest row per key, constraint checks, dead letters.
-    pub validate_ms: f64,
-    /// Pass 2: reading them again into one staged merge-insert per table.
-    pub merge_ms: f64,
+    /// Reading the generations, newest row per key, checks and dead letters, and the staged
+    /// merge-insert they stream into, overlapped; the four below split the reading side.
+    pub stage_ms: f64,
+    /// Reading generation rows.
+    pub read_ms: f64,
+    /// Keeping the newest row per key.
+    pub dedup_ms: f64,
+    /// Constraint checks and dead letters.
+    pub check_ms: f64,
+    /// Waiting for the merge-insert to take accepted rows (the merge is the slower side).
+    pub merge_wait_ms: f64,
     /// The sidecar and the table commits.
     pub tables_ms: f64,
     /// Bringing the tables' derived indexes up to date.
@@ -97,8 +103,11 @@ pub struct FoldTimings {
 impl FoldTimings {
     fn add(&mut self, other: &FoldTimings) {
         self.plan_ms += other.plan_ms;
-        self.validate_ms += other.validate_ms;
-        self.merge_ms += other.merge_ms;
+        self.stage_ms += other.stage_ms;
+        self.read_ms += other.read_ms;
+        self.dedup_ms += other.dedup_ms;
+        self.check_ms += other.check_ms;
+        self.merge_wait_ms += other.merge_wait_ms;
         self.tables_ms += other.tables_ms;
         self.indexes_ms += other.indexes_ms;
         self.publish_ms += other.publish_ms;
@@ -155,106 +164,24 @@ pub async fn fold_pending(
     let commit_id = CommitId::random();
     let tables = SnapshotTables::new(target.store, catalog, &head);
 
-    // Pass 1: validate, newest row per key first; keep only keys between chunks.
-    let validating = std::time::Instant::now();
+    // One pass per table, nodes before edges: its generations are read newest first, one
+    // row per key, checked chunk by chunk, and what is accepted streams straight into the
+    // table's staged merge-insert while the next chunk is read.
+    let folding = std::time::Instant::now();
     let mut checker = ConstraintChecker::new(&tables, Scope::Stream);
     let mut rejects = RejectRows::new(&commit_id);
-    let mut rejected_keys: HashMap<TablePath, HashSet<String>> = HashMap::new();
     let mut folded = Vec::new();
     let mut rows = BTreeMap::new();
-    for plan in &plans {
-        let ty = plan.ty;
-        let path = ty.table_path();
-        let schema = table_arrow_schema(&tables, ty).await?;
-        let mut seen = HashSet::new();
-        let mut table_rows = 0;
-        for (shard, generations) in &plan.shards {
-            let mut shard_rows = 0;
-            for generation in generations.iter().rev() {
-                let mut stream =
-                    generation_rows(target.store, &path, *shard, generation, schema.clone())
-                        .await
-                        .context(MemWalSnafu)?;
-                let mut chunk = Vec::new();
-                let mut chunk_len = 0;
-                loop {
-                    let next = stream.try_next().await.context(MemWalSnafu)?;
-                    let done = next.is_none();
-                    if let Some(batch) = next {
-                        let batch = unseen_rows(&batch, &mut seen)?;
-                        chunk_len += batch.num_rows();
-                        chunk.push(batch);
-                    }
-                    if chunk_len > 0 && (done || chunk_len >= settings.chunk_rows) {
-                        let batch = concat(&schema, &chunk)?;
-                        let failed = checker.check(ty, &batch).await?;
-                        let ids = string_column(&batch, "id");
-                        for reject in &failed {
-                            let key = ids.value(reject.row).to_owned();
-                            if settings.policy == RejectPolicy::Halt {
-                                return HaltedSnafu {
-                                    table: ty.name.clone(),
-                                    key,
-                                    kind: reject.kind.to_string(),
-                                    message: reject.message.clone(),
-                                }
-                                .fail();
-                            }
-                            rejected_keys
-                                .entry(path.clone())
-                                .or_default()
-                                .insert(key.clone());
-                            rejects.push(Reject {
-                                table: ty.name.clone(),
-                                key,
-                                row: row_json(&batch, reject.row),
-                                kind: reject.kind,
-                                message: reject.message.clone(),
-                                shard: shard.to_string(),
-                                generation: generation.generation,
-                            });
-                        }
-                        shard_rows += (batch.num_rows() - failed.len()) as u64;
-                        chunk.clear();
-                        chunk_len = 0;
-                    }
-                    if done {
-                        break;
-                    }
-                }
-            }
-            if let (Some(first), Some(last)) = (generations.first(), generations.last()) {
-                folded.push(FoldedShard {
-                    table: path.clone(),
-                    shard: shard.to_string(),
-                    first_generation: first.generation,
-                    last_generation: last.generation,
-                    rows: shard_rows,
-                });
-            }
-            table_rows += shard_rows;
-        }
-        rows.insert(ty.name.clone(), table_rows);
-    }
-
-    timings.validate_ms = ms_since(validating);
-
-    // Pass 2: stage one merge-insert per table, streaming the same rows minus rejects.
-    let merging = std::time::Instant::now();
     let mut staged = Vec::new();
     let mut rows_written = BTreeMap::new();
     for plan in &plans {
         let path = plan.ty.table_path();
+        let lance = |action: &'static str| LanceSnafu {
+            action,
+            table: path.clone(),
+        };
         let dataset = Arc::new(tables.open(plan.ty).await?);
         let schema: SchemaRef = Arc::new(Schema::from(dataset.schema()));
-        let source = merge_source(
-            target,
-            &path,
-            &plan.shards,
-            schema.clone(),
-            rejected_keys.remove(&path).unwrap_or_default(),
-        )
-        .await?;
         let marks = plan
             .shards
             .iter()
@@ -263,10 +190,6 @@ pub async fn fold_pending(
                     .map(|g| CompactedSsTable::new(*shard, g.generation))
             })
             .collect();
-        let lance = |action: &'static str| LanceSnafu {
-            action,
-            table: path.clone(),
-        };
         let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
             .context(lance("stage fold"))?;
         builder
@@ -275,13 +198,28 @@ pub async fn fold_pending(
             .skip_auto_cleanup(true)
             .mark_sstables_as_compacted(marks);
         let job = builder.try_build().context(lance("stage fold"))?;
+        let (accepted, receiver) = tokio::sync::mpsc::channel(ACCEPTED_IN_FLIGHT);
+        let source = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|batch| (batch, receiver))
+        });
         let source: SendableRecordBatchStream =
-            Box::pin(RecordBatchStreamAdapter::new(schema, source));
-        let result = job
-            .execute_uncommitted(source)
-            .await
-            .context(lance("stage fold"))?;
-        rows_written.insert(path.clone(), rows.get(&plan.ty.name).copied().unwrap_or(0));
+            Box::pin(RecordBatchStreamAdapter::new(schema.clone(), source));
+        let pass = TablePass {
+            target,
+            plan,
+            path: &path,
+            schema,
+            settings,
+        };
+        let (checked, merged) = futures::join!(
+            pass.run(&mut checker, &mut rejects, &mut timings, accepted),
+            job.execute_uncommitted(source)
+        );
+        let (table_rows, shards_folded) = checked?;
+        let result = merged.context(lance("stage fold"))?;
+        folded.extend(shards_folded);
+        rows.insert(plan.ty.name.clone(), table_rows);
+        rows_written.insert(path.clone(), table_rows);
         staged.push(StagedWrite {
             dataset,
             path,
@@ -289,7 +227,7 @@ pub async fn fold_pending(
             affected: result.affected_rows,
         });
     }
-    timings.merge_ms = ms_since(merging);
+    timings.stage_ms = ms_since(folding);
     let rejected = rejects.len() as u64;
     if !rejects.is_empty() {
         let (dataset, transaction) = rejects.stage(target.store).await?;
@@ -387,11 +325,6 @@ async fn plan<'c>(
     Ok((plans, complete))
 }
 
-async fn table_arrow_schema(tables: &SnapshotTables<'_>, ty: &TypeDef) -> Result<SchemaRef> {
-    let dataset = tables.open(ty).await?;
-    Ok(Arc::new(Schema::from(dataset.schema())))
-}
-
 /// The rows of `batch` whose key was not seen yet (newest first, so the first sighting is
 /// the newest write); marks them seen.
 fn unseen_rows(batch: &RecordBatch, seen: &mut HashSet<String>) -> Result<RecordBatch> {
@@ -415,41 +348,142 @@ fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
     })
 }
 
-/// The merge source of one table: its pending generations newest first, one row per key,
-/// rejected keys left out — the same rows pass 1 accepted, streamed again.
-async fn merge_source(
-    target: GraphTarget<'_>,
-    path: &str,
-    shards: &[(Uuid, Vec<PendingGeneration>)],
+/// Accepted batches of a table waiting for its merge-insert: a little read-ahead, so
+/// reading and checking the next chunk overlaps the merge of the last one.
+const ACCEPTED_IN_FLIGHT: usize = 2;
+
+/// One table's pass: its pending generations, newest first, one row per key, checked
+/// chunk by chunk; rejects become dead letters (or halt the fold), the rest go to the
+/// merge-insert through `accepted`.
+struct TablePass<'a, 'c> {
+    target: GraphTarget<'a>,
+    plan: &'a TablePlan<'c>,
+    path: &'a TablePath,
     schema: SchemaRef,
-    rejected: HashSet<String>,
-) -> Result<BoxStream<'static, datafusion_common::Result<RecordBatch>>> {
-    let mut streams = Vec::new();
-    for (shard, generations) in shards {
-        for generation in generations.iter().rev() {
-            streams.push(
-                generation_rows(target.store, path, *shard, generation, schema.clone())
-                    .await
-                    .context(MemWalSnafu)?,
-            );
+    settings: &'a FoldSettings,
+}
+
+type Accepted = tokio::sync::mpsc::Sender<datafusion_common::Result<RecordBatch>>;
+
+impl TablePass<'_, '_> {
+    /// Rows accepted, and the shards folded. A halt also fails the merge (its source
+    /// ends in an error), so nothing of the table is staged.
+    async fn run(
+        self,
+        checker: &mut ConstraintChecker<'_>,
+        rejects: &mut RejectRows,
+        timings: &mut FoldTimings,
+        accepted: Accepted,
+    ) -> Result<(u64, Vec<FoldedShard>)> {
+        let result = self
+            .read_and_check(checker, rejects, timings, &accepted)
+            .await;
+        if let Err(error) = &result {
+            let halted = datafusion_common::DataFusionError::Execution(error.to_string());
+            let _ = accepted.send(Err(halted)).await;
         }
+        result
     }
-    let mut seen = HashSet::new();
-    let stream = futures::stream::iter(streams)
-        .flatten()
-        .map(move |batch| {
-            let batch =
-                batch.map_err(|e| datafusion_common::DataFusionError::External(Box::new(e)))?;
-            let ids = string_column(&batch, "id");
-            let keep: BooleanArray = ids
-                .iter()
-                .map(|id| {
-                    Some(id.is_some_and(|id| !rejected.contains(id) && seen.insert(id.to_owned())))
-                })
-                .collect();
-            filter(&batch, &keep)
-                .map_err(|e| datafusion_common::DataFusionError::External(Box::new(e)))
-        })
-        .boxed();
-    Ok(stream)
+
+    async fn read_and_check(
+        &self,
+        checker: &mut ConstraintChecker<'_>,
+        rejects: &mut RejectRows,
+        timings: &mut FoldTimings,
+        accepted: &Accepted,
+    ) -> Result<(u64, Vec<FoldedShard>)> {
+        use std::time::Instant;
+        let ty = self.plan.ty;
+        let mut seen = HashSet::new();
+        let mut table_rows = 0;
+        let mut folded = Vec::new();
+        for (shard, generations) in &self.plan.shards {
+            let mut shard_rows = 0;
+            for generation in generations.iter().rev() {
+                let mut stream = generation_rows(
+                    self.target.store,
+                    self.path,
+                    *shard,
+                    generation,
+                    self.schema.clone(),
+                )
+                .await
+                .context(MemWalSnafu)?;
+                let mut chunk = Vec::new();
+                let mut chunk_len = 0;
+                loop {
+                    let reading = Instant::now();
+                    let next = stream.try_next().await.context(MemWalSnafu)?;
+                    timings.read_ms += ms_since(reading);
+                    let done = next.is_none();
+                    if let Some(batch) = next {
+                        let deduping = Instant::now();
+                        let batch = unseen_rows(&batch, &mut seen)?;
+                        timings.dedup_ms += ms_since(deduping);
+                        chunk_len += batch.num_rows();
+                        chunk.push(batch);
+                    }
+                    if chunk_len > 0 && (done || chunk_len >= self.settings.chunk_rows) {
+                        let checking = Instant::now();
+                        let batch = concat(&self.schema, &chunk)?;
+                        chunk.clear();
+                        chunk_len = 0;
+                        let failed = checker.check(ty, &batch).await?;
+                        let ids = string_column(&batch, "id");
+                        let mut keep = vec![true; batch.num_rows()];
+                        for reject in &failed {
+                            let key = ids.value(reject.row).to_owned();
+                            if self.settings.policy == RejectPolicy::Halt {
+                                return HaltedSnafu {
+                                    table: ty.name.clone(),
+                                    key,
+                                    kind: reject.kind.to_string(),
+                                    message: reject.message.clone(),
+                                }
+                                .fail();
+                            }
+                            keep[reject.row] = false;
+                            rejects.push(Reject {
+                                table: ty.name.clone(),
+                                key,
+                                row: row_json(&batch, reject.row),
+                                kind: reject.kind,
+                                message: reject.message.clone(),
+                                shard: shard.to_string(),
+                                generation: generation.generation,
+                            });
+                        }
+                        let batch = if failed.is_empty() {
+                            batch
+                        } else {
+                            filter(&batch, &BooleanArray::from(keep))?
+                        };
+                        shard_rows += batch.num_rows() as u64;
+                        timings.check_ms += ms_since(checking);
+                        let waiting = Instant::now();
+                        let sent = accepted.send(Ok(batch)).await;
+                        timings.merge_wait_ms += ms_since(waiting);
+                        // The merge gone (it failed): its error tells why; stop reading.
+                        if sent.is_err() {
+                            return Ok((table_rows + shard_rows, folded));
+                        }
+                    }
+                    if done {
+                        break;
+                    }
+                }
+            }
+            if let (Some(first), Some(last)) = (generations.first(), generations.last()) {
+                folded.push(FoldedShard {
+                    table: self.path.clone(),
+                    shard: shard.to_string(),
+                    first_generation: first.generation,
+                    last_generation: last.generation,
+                    rows: shard_rows,
+                });
+            }
+            table_rows += shard_rows;
+        }
+        Ok((table_rows, folded))
+    }
 }

@@ -246,8 +246,10 @@ fn a_remote_ingest_of_a_file_goes_in_large_sends() {
         .collect();
     let last = records.last().expect("acknowledgements");
     assert_eq!(last["through_line"], 2_000, "{last}");
-    // One acknowledgement per send; a send per line would make 2,000 of them.
-    assert!(records.len() < 100, "{} acknowledgements", records.len());
+    // One acknowledgement per send; a send per line would make 2,000 of them. (How many
+    // lines each send takes depends on how far the reader is ahead: under a loaded
+    // machine a few hundred sends, alone here about twenty.)
+    assert!(records.len() < 1_000, "{} acknowledgements", records.len());
     drop(served);
     ok(&["ingest", "fold", &graph]);
     assert_eq!(person_ids(&graph).len(), 2_000);

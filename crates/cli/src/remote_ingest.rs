@@ -45,17 +45,22 @@ struct Book {
     unsettled: VecDeque<Vec<u8>>,
     /// Lines of this attempt acknowledged (or rejected) so far.
     settled: u64,
+    /// The input could not be read.
+    unreadable: Option<Failure>,
+}
+
+fn chunk_of(lines: &[Vec<u8>]) -> Vec<u8> {
+    let mut chunk = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
+    for line in lines {
+        chunk.extend_from_slice(line);
+        chunk.push(b'\n');
+    }
+    chunk
 }
 
 impl Replay {
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
         self.book.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn take_resend(&self, max: usize) -> Vec<Vec<u8>> {
-        let mut book = self.book();
-        let n = book.resend.len().min(max);
-        book.resend.drain(..n).collect()
     }
 
     /// Start an attempt: what the last one did not settle goes first.
@@ -70,38 +75,63 @@ impl Replay {
         book.attempt
     }
 
+    /// Up to `max` lines to send again, as `attempt`'s next chunk; `None` when there are
+    /// none, `Some(None)` when `attempt` has ended (its body must end).
+    fn take_resend(&self, attempt: u64, max: usize) -> Option<Option<Vec<u8>>> {
+        let mut book = self.book();
+        if book.attempt != attempt {
+            return Some(None);
+        }
+        if book.resend.is_empty() {
+            return None;
+        }
+        let n = book.resend.len().min(max);
+        let lines: Vec<Vec<u8>> = book.resend.drain(..n).collect();
+        let chunk = chunk_of(&lines);
+        book.unsettled.extend(lines);
+        Some(Some(chunk))
+    }
+
     /// The next chunk of `attempt`'s body: lines to send again first, then whatever the
     /// source has read (at least one line), up to `max` lines. `None` ends the body.
+    ///
+    /// Lines move from the source to the book with the source locked throughout, and
+    /// only the current attempt takes lines to send again, so no line overtakes another:
+    /// a body of an ended attempt that was waiting on the source hands what it read back
+    /// behind everything read before it.
     async fn next_chunk(
         &self,
         attempt: u64,
         max: usize,
     ) -> Option<Result<Vec<u8>, std::io::Error>> {
-        let mut lines = self.take_resend(max);
-        if lines.is_empty() {
-            let mut source = self.source.lock().await;
-            // A body of an ended attempt may have read lines while this one waited for
-            // the source: they come before anything read now.
-            lines = self.take_resend(max);
-            if lines.is_empty() {
-                lines = match source.next_batch(max).await? {
-                    Ok(batch) => batch,
-                    Err(failure) => return Some(Err(std::io::Error::other(failure.message))),
-                };
-            }
+        if let Some(resent) = self.take_resend(attempt, max) {
+            return resent.map(Ok);
         }
+        let mut source = self.source.lock().await;
+        if let Some(resent) = self.take_resend(attempt, max) {
+            return resent.map(Ok);
+        }
+        let lines = match source.next_batch(max).await? {
+            Ok(batch) => batch,
+            Err(failure) => {
+                let message = failure.message.clone();
+                self.book().unreadable = Some(failure);
+                return Some(Err(std::io::Error::other(message)));
+            }
+        };
         let mut book = self.book();
         if book.attempt != attempt {
             book.resend.extend(lines);
             return None;
         }
-        let mut chunk = Vec::with_capacity(lines.iter().map(|l| l.len() + 1).sum());
-        for line in &lines {
-            chunk.extend_from_slice(line);
-            chunk.push(b'\n');
-        }
+        let chunk = chunk_of(&lines);
         book.unsettled.extend(lines);
         Some(Ok(chunk))
+    }
+
+    /// The input could not be read (the run fails with this, whatever the server says).
+    fn unreadable(&self) -> Option<Failure> {
+        self.book().unreadable.take()
     }
 
     /// The server settled every line of this attempt through `through_line`.
@@ -183,6 +213,9 @@ pub async fn run(
             },
             Err(error) => return Err(error.into()),
         };
+        if let Some(failure) = replay.unreadable() {
+            return Err(failure);
+        }
         match ended {
             Ended::Summary(summary) => return finish(summary, &progress, format, out),
             Ended::Retry {
@@ -194,6 +227,10 @@ pub async fn run(
                 progress.lines += lines;
                 progress.acked += acked;
                 progress.rejected += rejected;
+                // Patience is for a server that makes no progress, not a lifetime total.
+                if lines > 0 {
+                    waited = Duration::ZERO;
+                }
                 if waited >= PATIENCE {
                     return Err(Failure::unavailable(format!(
                         "{why}; gave up after {} s with lines 1 to {} settled",
@@ -296,16 +333,19 @@ fn renumber(record: &mut Value, progress: &Progress) {
     if progress.lines == 0 && progress.acked == 0 {
         return;
     }
-    let add = |value: &mut Value, base: u64| {
-        if let Some(n) = value.as_u64() {
-            *value = Value::from(n + base);
+    // `get_mut`, not indexing: indexing a missing key would add it as null.
+    let add = |value: Option<&mut Value>, base: u64| {
+        if let Some(value) = value {
+            if let Some(n) = value.as_u64() {
+                *value = Value::from(n + base);
+            }
         }
     };
-    add(&mut record["through_line"], progress.lines);
-    add(&mut record["acked"], progress.acked);
-    if let Some(rejects) = record["rejected"].as_array_mut() {
+    add(record.get_mut("through_line"), progress.lines);
+    add(record.get_mut("acked"), progress.acked);
+    if let Some(rejects) = record.get_mut("rejected").and_then(Value::as_array_mut) {
         for reject in rejects {
-            add(&mut reject["line"], progress.lines);
+            add(reject.get_mut("line"), progress.lines);
         }
     }
 }
@@ -319,8 +359,19 @@ fn finish(
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::io(e.to_string());
     renumber(&mut summary, progress);
-    if let Some(n) = summary["rejected"].as_u64() {
-        summary["rejected"] = Value::from(n + progress.rejected);
+    let lines = summary
+        .get_mut("error")
+        .and_then(|error| error.get_mut("lines"))
+        .and_then(Value::as_array_mut);
+    for line in lines.into_iter().flatten() {
+        if let Some(n) = line.get("line").and_then(Value::as_u64) {
+            line["line"] = Value::from(n + progress.lines);
+        }
+    }
+    if let Some(rejected) = summary.get_mut("rejected") {
+        if let Some(n) = rejected.as_u64() {
+            *rejected = Value::from(n + progress.rejected);
+        }
     }
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,

@@ -160,9 +160,11 @@ impl ManifestCasPublisher {
         )
         .await
         .context(LanceSnafu { action: "create" })?;
-        create_key_index(&mut dataset)
-            .await
-            .context(LanceSnafu { action: "index" })?;
+        // The manifest is written: a graph exists. Without its index it is only slower,
+        // and the first publish's upkeep builds it.
+        if let Err(error) = create_key_index(&mut dataset).await {
+            tracing::warn!(%error, "could not index the new manifest; the first publish will");
+        }
         Ok((
             Self {
                 store: store.clone(),
@@ -391,7 +393,11 @@ impl Publisher for ManifestCasPublisher {
             .when_matched(WhenMatched::UpdateAll)
             .when_not_matched(WhenNotMatched::InsertAll)
             .conflict_retries(0)
-            .skip_auto_cleanup(true);
+            .skip_auto_cleanup(true)
+            // A branch's first head is an insert: only the full join records inserted keys,
+            // so that two first publishes of one branch conflict. Moving a head updates its
+            // row, which Lance's conflict check catches either way.
+            .use_index(plan.expected_head.is_some());
         let job = builder
             .try_build()
             .context(LanceSnafu { action: "publish" })?;

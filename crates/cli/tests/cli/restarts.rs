@@ -414,3 +414,27 @@ fn a_remote_ingest_resumes_after_its_server_stops_mid_stream() {
     assert_eq!(ids.len(), 200, "every line once");
     assert_eq!(age(&graph, "p150"), "31");
 }
+
+/// An input that cannot be read fails a remote ingest (as it fails an embedded one): the
+/// client neither reports success nor waits for a server that did nothing wrong.
+#[test]
+fn a_remote_ingest_of_an_unreadable_input_fails() {
+    let (dir, _graph) = empty_graph();
+    let served = serve(dir.path(), &[]);
+    let unreadable = dir.path().join("a-directory");
+    std::fs::create_dir(&unreadable).unwrap();
+    let output = bin()
+        .args([
+            "ingest",
+            "g",
+            &unreadable.to_string_lossy(),
+            "--server",
+            &served.url,
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("a-directory"), "{stderr}");
+    assert!(!stderr.contains("sending again"), "{stderr}");
+}

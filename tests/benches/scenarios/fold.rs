@@ -122,9 +122,14 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
         .expect("load");
     graph.start_folder("main").await.expect("folder");
     let started = Instant::now();
+    // Producer 0 notes when each of its sends was acknowledged; a watcher sees when the
+    // send's first row becomes visible in the snapshot: the acknowledgement-to-visibility
+    // lag.
+    let (acked_at, mut acks) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
     let tasks: Vec<_> = (0..producers)
         .map(|p| {
             let graph = graph.clone();
+            let acked_at = acked_at.clone();
             tokio::spawn(async move {
                 let ingest = graph.ingest("main").expect("ingest");
                 let mut rows = 0u64;
@@ -138,12 +143,54 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
                         .await
                         .expect("send")
                         .durable_rows;
+                    if p == 0 {
+                        let _ = acked_at.send((format!("p0-{s}-0"), Instant::now()));
+                    }
                     s += 1;
                 }
                 rows
             })
         })
         .collect();
+    drop(acked_at);
+    let watcher = {
+        let graph = graph.clone();
+        tokio::spawn(async move {
+            // Every 20 ms: the oldest sends not yet seen, checked oldest first (a fold
+            // publishes whole generations in order, so visibility follows ack order).
+            let mut lags = Vec::new();
+            let mut waiting = std::collections::VecDeque::new();
+            let mut open = true;
+            while open || !waiting.is_empty() {
+                loop {
+                    match acks.try_recv() {
+                        Ok(ack) => waiting.push_back(ack),
+                        Err(tokio::sync::mpsc::error::TryRecvError::Empty) => break,
+                        Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => {
+                            open = false;
+                            break;
+                        }
+                    }
+                }
+                while let Some((key, at)) = waiting.front() {
+                    let seen = graph
+                        .get("Person", key, tributary::At::default())
+                        .await
+                        .expect("get");
+                    if seen.is_none() {
+                        break;
+                    }
+                    lags.push(at.elapsed());
+                    waiting.pop_front();
+                }
+                if !open && started.elapsed() > duration + Duration::from_secs(120) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            lags
+        })
+    };
     let mut acked = 0;
     for task in tasks {
         acked += task.await.expect("producer");
@@ -174,6 +221,8 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
         visible as u64, acked,
         "every acknowledged row is visible after the last fold"
     );
+    let mut lags = watcher.await.expect("watcher");
+    lags.sort();
     let rows_per_s = acked as f64 / ingest_elapsed.as_secs_f64();
     report(json!({
         "scenario": "sustained_ingest_with_folder",
@@ -184,6 +233,9 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
         "visible_when_producers_stopped": visible_at_end,
         "final_fold_ms": drain_ms,
         "fold_commits": folds,
+        "ack_to_visible_samples": lags.len(),
+        "ack_to_visible_p50_ms": crate::percentile(&lags, 0.5),
+        "ack_to_visible_p99_ms": crate::percentile(&lags, 0.99),
         "over_load_1_row": rows_per_s / load_rows_per_s,
     }));
 }

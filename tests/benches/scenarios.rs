@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 mod commit_point;
 #[path = "scenarios/fold.rs"]
 mod fold;
+#[path = "scenarios/http.rs"]
+mod http;
 #[path = "scenarios/reads.rs"]
 mod reads;
 
@@ -287,11 +289,12 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 6] = [
+const GROUPS: [&str; 7] = [
     "load",
     "ingest",
     "fold",
     "fold_merge",
+    "http",
     "reads",
     "commit_point",
 ];
@@ -334,7 +337,7 @@ fn main() {
             thousand_row_sends: 200,
             fold_pending: &[10_000, 100_000, 1_000_000],
             fold_history: [10, 1_000],
-            sustained: Duration::from_secs(10),
+            sustained: Duration::from_secs(60),
             read_base: 100_000,
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
@@ -379,6 +382,11 @@ fn main() {
         if runs("fold_merge") {
             for &(base, pending) in settings.fold_merge {
                 fold::fold_vs_merge(base, pending).await;
+            }
+        }
+        if runs("http") {
+            for producers in [16, 64] {
+                http::ack_tails(producers, settings.sustained.min(Duration::from_secs(20))).await;
             }
         }
         if runs("commit_point") {

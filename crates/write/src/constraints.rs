@@ -7,6 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use ahash::{AHashMap, AHashSet};
+
 use arrow_array::{RecordBatch, StringArray};
 use lance::Dataset;
 use snafu::{OptionExt, ResultExt};
@@ -109,13 +111,16 @@ pub struct ConstraintChecker<'a> {
     tables: &'a SnapshotTables<'a>,
     scope: Scope,
     /// Node type → keys accepted so far (in a request: every key it writes).
-    accepted_nodes: HashMap<String, HashSet<String>>,
+    accepted_nodes: AHashMap<String, AHashSet<String>>,
+    /// Node types whose accepted keys are remembered (`None`: every type). A fold names
+    /// the endpoint types of the edge tables it folds; no other lookup needs the keys.
+    remembered_nodes: Option<HashSet<String>>,
     /// (type, field) → value → the key holding it among the accepted rows.
-    unique_owner: HashMap<(String, String), HashMap<String, String>>,
+    unique_owner: AHashMap<(String, String), AHashMap<String, String>>,
     /// Edge type → source → edge ids it has (snapshot + accepted), for `@card` types.
     out_edges: HashMap<String, HashMap<String, HashSet<String>>>,
     /// Type → keys checked so far: their snapshot rows are being replaced.
-    replaced: HashMap<String, HashSet<String>>,
+    replaced: AHashMap<String, AHashSet<String>>,
 }
 
 /// A `@unique` field of one batch: its values, and which key holds each in the snapshot
@@ -131,11 +136,27 @@ impl<'a> ConstraintChecker<'a> {
         ConstraintChecker {
             tables,
             scope,
-            accepted_nodes: HashMap::new(),
-            unique_owner: HashMap::new(),
+            accepted_nodes: AHashMap::new(),
+            remembered_nodes: None,
+            unique_owner: AHashMap::new(),
             out_edges: HashMap::new(),
-            replaced: HashMap::new(),
+            replaced: AHashMap::new(),
         }
+    }
+
+    /// Remember accepted keys only of these node types (the endpoints of the edges still
+    /// to be checked); by default every node type's are.
+    pub fn remember_nodes_of(mut self, types: impl IntoIterator<Item = String>) -> Self {
+        self.remembered_nodes = Some(types.into_iter().collect());
+        self
+    }
+
+    fn remembers(&self, ty: &TypeDef) -> bool {
+        ty.kind == TypeKind::Node
+            && self
+                .remembered_nodes
+                .as_ref()
+                .is_none_or(|types| types.contains(&ty.name))
     }
 
     /// Check one batch of `ty`'s rows (unique keys, none checked before) and remember the
@@ -146,10 +167,13 @@ impl<'a> ConstraintChecker<'a> {
     pub async fn check(&mut self, ty: &TypeDef, batch: &RecordBatch) -> Result<Vec<Violation>> {
         let table = self.tables.open(ty).await?;
         let ids = string_column(batch, "id");
-        self.replaced
-            .entry(ty.name.clone())
-            .or_default()
-            .extend(ids.iter().flatten().map(str::to_owned));
+        // Only `@unique` checks ask which snapshot rows the write replaces.
+        if ty.fields.iter().any(|f| f.unique) {
+            self.replaced
+                .entry(ty.name.clone())
+                .or_default()
+                .extend(ids.iter().flatten().map(str::to_owned));
+        }
         if ty.kind == TypeKind::Node && self.scope == Scope::Request {
             // A request is accepted or refused whole: an edge names a node of the same
             // request whether or not that node's own line is refused.
@@ -210,7 +234,7 @@ impl<'a> ConstraintChecker<'a> {
         row: usize,
         id: &str,
     ) {
-        if ty.kind == TypeKind::Node {
+        if self.remembers(ty) {
             self.accepted_nodes
                 .entry(ty.name.clone())
                 .or_default()

@@ -2,9 +2,10 @@
 //! validated → one staged merge-insert per table carrying its compaction marks → one
 //! graph commit (with the dead letters).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ahash::AHashSet;
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
 use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
@@ -168,7 +169,12 @@ pub async fn fold_pending(
     // row per key, checked chunk by chunk, and what is accepted streams straight into the
     // table's staged merge-insert while the next chunk is read.
     let folding = std::time::Instant::now();
-    let mut checker = ConstraintChecker::new(&tables, Scope::Stream);
+    // Accepted node keys matter only to the endpoint checks of the edges this fold takes.
+    let endpoints = plans
+        .iter()
+        .filter_map(|plan| plan.ty.edge.as_ref())
+        .flat_map(|ends| [ends.from.clone(), ends.to.clone()]);
+    let mut checker = ConstraintChecker::new(&tables, Scope::Stream).remember_nodes_of(endpoints);
     let mut rejects = RejectRows::new(&commit_id);
     let mut folded = Vec::new();
     let mut rows = BTreeMap::new();
@@ -327,7 +333,7 @@ async fn plan<'c>(
 
 /// The rows of `batch` whose key was not seen yet (newest first, so the first sighting is
 /// the newest write); marks them seen.
-fn unseen_rows(batch: &RecordBatch, seen: &mut HashSet<String>) -> Result<RecordBatch> {
+fn unseen_rows(batch: &RecordBatch, seen: &mut AHashSet<String>) -> Result<RecordBatch> {
     let ids = string_column(batch, "id");
     let keep: BooleanArray = ids
         .iter()
@@ -394,7 +400,7 @@ impl TablePass<'_, '_> {
     ) -> Result<(u64, Vec<FoldedShard>)> {
         use std::time::Instant;
         let ty = self.plan.ty;
-        let mut seen = HashSet::new();
+        let mut seen = AHashSet::new();
         let mut table_rows = 0;
         let mut folded = Vec::new();
         for (shard, generations) in &self.plan.shards {

@@ -16,7 +16,7 @@ use tributary_publisher::CommitRecord;
 use tributary_schema::{Cardinality, Catalog, TablePath, TypeDef, TypeKind};
 use tributary_storage::GraphStore;
 
-use crate::error::{PublishSnafu, Result, UnknownEndpointTypeSnafu};
+use crate::error::{ArrowSnafu, PublishSnafu, Result, UnknownEndpointTypeSnafu};
 use crate::lookup::{
     display_values, existing_ids, literal_kind, lookup_values, string_column, Literal,
 };
@@ -119,7 +119,8 @@ pub struct ConstraintChecker<'a> {
     unique_owner: AHashMap<(String, String), AHashMap<String, String>>,
     /// Edge type → source → edge ids it has (snapshot + accepted), for `@card` types.
     out_edges: HashMap<String, HashMap<String, HashSet<String>>>,
-    /// Type → keys checked so far: their snapshot rows are being replaced.
+    /// Type → keys checked so far: their snapshot rows are being replaced. In a stream
+    /// the same set keeps the newest row per key ([`ConstraintChecker::unseen_rows`]).
     replaced: AHashMap<String, AHashSet<String>>,
 }
 
@@ -151,6 +152,29 @@ impl<'a> ConstraintChecker<'a> {
         self
     }
 
+    /// The rows of `batch` (a stream's, newest first) whose key was not seen yet: the
+    /// first sighting is the newest write. Marks them seen, which is also what `@unique`
+    /// checks treat as replaced. `expected` (the rows the stream holds) sizes the set once.
+    pub fn unseen_rows(
+        &mut self,
+        ty: &TypeDef,
+        batch: &RecordBatch,
+        expected: usize,
+    ) -> Result<RecordBatch> {
+        let seen = self.replaced.entry(ty.name.clone()).or_default();
+        if seen.is_empty() {
+            seen.reserve(expected);
+        }
+        let ids = string_column(batch, "id");
+        let keep: arrow_array::BooleanArray = ids
+            .iter()
+            .map(|id| Some(id.is_some_and(|id| seen.insert(id.to_owned()))))
+            .collect();
+        arrow_select::filter::filter_record_batch(batch, &keep).context(ArrowSnafu {
+            action: "filter fold rows",
+        })
+    }
+
     fn remembers(&self, ty: &TypeDef) -> bool {
         ty.kind == TypeKind::Node
             && self
@@ -167,8 +191,9 @@ impl<'a> ConstraintChecker<'a> {
     pub async fn check(&mut self, ty: &TypeDef, batch: &RecordBatch) -> Result<Vec<Violation>> {
         let table = self.tables.open(ty).await?;
         let ids = string_column(batch, "id");
-        // Only `@unique` checks ask which snapshot rows the write replaces.
-        if ty.fields.iter().any(|f| f.unique) {
+        // Only `@unique` checks ask which snapshot rows the write replaces; a stream's
+        // rows were marked by `unseen_rows`.
+        if self.scope == Scope::Request && ty.fields.iter().any(|f| f.unique) {
             self.replaced
                 .entry(ty.name.clone())
                 .or_default()
@@ -321,6 +346,9 @@ impl<'a> ConstraintChecker<'a> {
             let Some(column) = batch.column_by_name(&field.name) else {
                 continue;
             };
+            if column.null_count() == column.len() {
+                continue;
+            }
             let values = display_values(column.as_ref())?;
             let wanted = distinct(values.iter().flatten().map(String::as_str));
             let literal = literal_kind(column.data_type());

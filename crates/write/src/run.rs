@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ahash::AHashSet;
 use arrow_array::{BooleanArray, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
 use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
@@ -331,17 +330,6 @@ async fn plan<'c>(
     Ok((plans, complete))
 }
 
-/// The rows of `batch` whose key was not seen yet (newest first, so the first sighting is
-/// the newest write); marks them seen.
-fn unseen_rows(batch: &RecordBatch, seen: &mut AHashSet<String>) -> Result<RecordBatch> {
-    let ids = string_column(batch, "id");
-    let keep: BooleanArray = ids
-        .iter()
-        .map(|id| Some(id.is_some_and(|id| seen.insert(id.to_owned()))))
-        .collect();
-    filter(batch, &keep)
-}
-
 fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
     arrow_select::filter::filter_record_batch(batch, keep).context(ArrowSnafu {
         action: "filter fold rows",
@@ -400,7 +388,12 @@ impl TablePass<'_, '_> {
     ) -> Result<(u64, Vec<FoldedShard>)> {
         use std::time::Instant;
         let ty = self.plan.ty;
-        let mut seen = AHashSet::new();
+        let expected: u64 = self
+            .plan
+            .shards
+            .iter()
+            .flat_map(|(_, generations)| generations.iter().map(|g| g.rows))
+            .sum();
         let mut table_rows = 0;
         let mut folded = Vec::new();
         for (shard, generations) in &self.plan.shards {
@@ -424,7 +417,7 @@ impl TablePass<'_, '_> {
                     let done = next.is_none();
                     if let Some(batch) = next {
                         let deduping = Instant::now();
-                        let batch = unseen_rows(&batch, &mut seen)?;
+                        let batch = checker.unseen_rows(ty, &batch, expected as usize)?;
                         timings.dedup_ms += ms_since(deduping);
                         chunk_len += batch.num_rows();
                         chunk.push(batch);

@@ -155,14 +155,35 @@ pub async fn maintain_indexes(
         }
     }
     if !stale.is_empty() {
+        // A new segment over the new fragments costs what they hold; merging into the
+        // last segment would rewrite it whole on every write, whatever the write's size.
         dataset
-            .optimize_indices(&OptimizeOptions::new().index_names(stale.clone()))
+            .optimize_indices(&OptimizeOptions::append().index_names(stale.clone()))
             .await
             .context(lance("optimize indexes"))?;
+        // Every segment is probed on a lookup: past a few, merge them into one (a whole
+        // rewrite, once every few writes).
+        let crowded: Vec<String> = stale
+            .iter()
+            .filter(|name| {
+                let segments = existing.iter().filter(|i| &i.name == *name).count();
+                segments + 1 > MAX_SEGMENTS
+            })
+            .cloned()
+            .collect();
+        if !crowded.is_empty() {
+            dataset
+                .optimize_indices(&OptimizeOptions::merge(MAX_SEGMENTS + 1).index_names(crowded))
+                .await
+                .context(lance("merge index segments"))?;
+        }
         report.optimized = stale;
     }
     Ok(report)
 }
+
+/// Segments an index may have before maintenance merges them into one.
+const MAX_SEGMENTS: usize = 4;
 
 async fn create_index(dataset: &mut Dataset, spec: &IndexSpec, rows: usize) -> Result<()> {
     let table = dataset.uri().to_owned();

@@ -122,7 +122,7 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
         .expect("load");
     graph.start_folder("main").await.expect("folder");
     let started = Instant::now();
-    // Producer 0 notes when each of its sends was acknowledged; a watcher sees when the
+    // Producer 0 notes when some of its sends were acknowledged; a watcher sees when the
     // send's first row becomes visible in the snapshot: the acknowledgement-to-visibility
     // lag.
     let (acked_at, mut acks) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
@@ -143,7 +143,9 @@ pub async fn sustained(duration: Duration, producers: usize, load_rows_per_s: f6
                         .await
                         .expect("send")
                         .durable_rows;
-                    if p == 0 {
+                    // Every tenth send of producer 0: few enough that the watcher keeps up,
+                    // so what it measures is the lag, not its own backlog.
+                    if p == 0 && s % 10 == 0 {
                         let _ = acked_at.send((format!("p0-{s}-0"), Instant::now()));
                     }
                     s += 1;

@@ -269,8 +269,10 @@ async fn unflushed_memory_stays_bounded_under_load() {
         "peak unflushed bytes {peak} (bound {BOUND}); {} rows flushed, {} in memory",
         table.pending_rows, table.unflushed_rows
     );
+    // Lance checks the bound before a put, so a put in flight as it is crossed (one group,
+    // up to a memtable) and the memtable it freezes can stand above it together.
     assert!(
-        peak as usize <= BOUND + (256 << 10),
+        peak as usize <= BOUND + 2 * (256 << 10),
         "unflushed memory {peak} passed the bound {BOUND}"
     );
     assert!(

@@ -54,6 +54,31 @@ async fn raw_exchange(server: &Server, request: &[u8]) -> (u16, String) {
 
 /// Hostile requests each get their status and a JSON body naming the error's kind, with no
 /// server path in it, and the server goes on serving honest clients.
+/// A connection whose load sent its headers and no body, holding the graph's one load
+/// place (`max_loads: 1`), and the 503 another load got meanwhile. An honest load that
+/// reached the server first would take the place instead: then try again.
+async fn hold_the_load_place(server: &Server) -> (tokio::net::TcpStream, reqwest::Response) {
+    use tokio::io::AsyncWriteExt;
+    let address = server.base.trim_start_matches("http://");
+    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
+        slow.write_all(head.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let probe = server
+            .post("/graphs/g/load", ndjson(&[person("probe", 1)]))
+            .await;
+        if probe.status() == StatusCode::SERVICE_UNAVAILABLE {
+            return (slow, probe);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no slow load ever held the place"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hostile_requests_get_json_errors_and_the_server_keeps_serving() {
     let tokens = "w1 write *\nr1 read g\n";
@@ -194,7 +219,6 @@ async fn opening_one_graph_holds_up_no_other() {
 /// taken again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn loads_and_streams_beyond_their_bound_are_503_with_retry_after() {
-    use tokio::io::AsyncWriteExt;
     let limits = Limits {
         max_loads: 1,
         max_ingest_streams: 1,
@@ -202,23 +226,9 @@ async fn loads_and_streams_beyond_their_bound_are_503_with_retry_after() {
     };
     let server = start(None, limits).await;
     // A load whose body is still arriving holds the graph's one load place.
-    let address = server.base.trim_start_matches("http://");
-    let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
-    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
-    slow.write_all(head.as_bytes()).await.unwrap();
+    let (slow, refused) = hold_the_load_place(&server).await;
     let load = || server.post("/graphs/g/load", ndjson(&[person("ada", 1)]));
     let deadline = Instant::now() + Duration::from_secs(30);
-    let refused = loop {
-        let response = load().await;
-        if response.status() == StatusCode::SERVICE_UNAVAILABLE {
-            break response;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second load was never refused"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
     assert!(refused.headers().contains_key("retry-after"));
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["kind"], "unavailable");
@@ -320,17 +330,13 @@ async fn slow_clients_are_cut_and_connections_are_capped() {
 /// A load body that never completes is ended after the body timeout, freeing its place.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_load_body_that_never_completes_frees_its_place() {
-    use tokio::io::AsyncWriteExt;
     let limits = Limits {
         max_loads: 1,
         body_timeout: Duration::from_secs(1),
         ..Limits::default()
     };
     let server = start(None, limits).await;
-    let address = server.base.trim_start_matches("http://");
-    let mut slow = tokio::net::TcpStream::connect(address).await.unwrap();
-    let head = "POST /graphs/g/load HTTP/1.1\r\nhost: t\r\ncontent-length: 100000\r\n\r\n";
-    slow.write_all(head.as_bytes()).await.unwrap();
+    let (mut slow, _) = hold_the_load_place(&server).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let response = server

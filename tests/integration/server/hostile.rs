@@ -436,19 +436,29 @@ async fn a_client_that_never_reads_its_records_frees_its_place() {
     let chunk: String = (0..1_000)
         .map(|i| format!("{{\"type\":\"Nobody\",\"data\":{{\"name\":\"n{i}\"}}}}\n"))
         .collect();
-    let deaf = tokio::spawn(async move {
-        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-        let head = "POST /graphs/g/ingest HTTP/1.1\r\nhost: t\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
-        stream.write_all(head.as_bytes()).await.unwrap();
-        let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
-        // Never reads; writes until the server stops taking the body.
-        while stream.write_all(framed.as_bytes()).await.is_ok() {}
-    });
+    // Set once the deaf client is seen holding the place: from then on it does not come
+    // back, so only the server ending its stream can free the place.
+    let held = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let deaf = {
+        let held = held.clone();
+        tokio::spawn(async move {
+            let head = "POST /graphs/g/ingest HTTP/1.1\r\nhost: t\r\ncontent-type: application/x-ndjson\r\ntransfer-encoding: chunked\r\n\r\n";
+            let framed = format!("{:x}\r\n{chunk}\r\n", chunk.len());
+            // Refused (a probe held the place first): it tries again.
+            while !held.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+                stream.write_all(head.as_bytes()).await.unwrap();
+                // Never reads; writes until the server stops taking the body.
+                while stream.write_all(framed.as_bytes()).await.is_ok() {}
+            }
+        })
+    };
     // The deaf client holds the one place…
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let response = server.ingest(ndjson(&[person("probe", 1)])).await;
         if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+            held.store(true, std::sync::atomic::Ordering::SeqCst);
             break;
         }
         assert!(

@@ -219,27 +219,35 @@ async fn ingest_refuses_other_branches_until_branches_exist() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn unflushed_memory_stays_bounded_under_load() {
-    const BOUND: usize = 2 << 20;
+/// A new graph whose writers freeze a memtable at `memtable_bytes` and hold at most
+/// `max_unflushed_bytes` unflushed.
+async fn graph_with_memtables(
+    memtable_bytes: usize,
+    max_unflushed_bytes: usize,
+) -> (tempfile::TempDir, std::sync::Arc<Graph>) {
     let dir = tempfile::tempdir().unwrap();
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, tributary_tests::SCHEMA).await.unwrap();
     let settings = tributary::GraphSettings {
         writer: tributary::WriterSettings {
-            memtable_bytes: 256 << 10,
-            max_unflushed_bytes: BOUND,
+            memtable_bytes,
+            max_unflushed_bytes,
             ..Default::default()
         },
         ..Default::default()
     };
-    let graph = std::sync::Arc::new(
-        Graph::builder(&uri)
-            .settings(settings)
-            .open()
-            .await
-            .unwrap(),
-    );
+    let graph = Graph::builder(&uri)
+        .settings(settings)
+        .open()
+        .await
+        .unwrap();
+    (dir, std::sync::Arc::new(graph))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unflushed_memory_stays_bounded_under_load() {
+    const BOUND: usize = 2 << 20;
+    let (_dir, graph) = graph_with_memtables(256 << 10, BOUND).await;
     let producers: Vec<_> = (0..8)
         .map(|p| {
             let graph = graph.clone();
@@ -535,24 +543,7 @@ async fn sends_waiting_behind_a_held_put_are_bounded() {
     const BOUND: usize = 1 << 20;
     let _lock = crate::FAILPOINTS.lock().await;
     let scenario = fail::FailScenario::setup();
-    let dir = tempfile::tempdir().unwrap();
-    let uri = dir.path().join("g").to_string_lossy().into_owned();
-    Graph::init(&uri, tributary_tests::SCHEMA).await.unwrap();
-    let settings = tributary::GraphSettings {
-        writer: tributary::WriterSettings {
-            memtable_bytes: 512 << 10,
-            max_unflushed_bytes: BOUND,
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let graph = std::sync::Arc::new(
-        Graph::builder(&uri)
-            .settings(settings)
-            .open()
-            .await
-            .unwrap(),
-    );
+    let (_dir, graph) = graph_with_memtables(512 << 10, BOUND).await;
     let ingest = graph.ingest("main").unwrap();
     ingest.send(1, &ndjson(&[person("warm", 1)])).await.unwrap();
     fail::cfg("memwal::before-put", "sleep(1500)").unwrap();

@@ -153,7 +153,7 @@ impl AppState {
         let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer_token);
         tokens.check(token, scope, graph)
     }
 
@@ -337,6 +337,15 @@ async fn count_status(
         ));
     }
     response
+}
+
+/// The token of an `Authorization: Bearer TOKEN` header (the scheme's case does not
+/// matter, as for every HTTP authentication scheme).
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start())
 }
 
 /// Serve until `shutdown` resolves; then stop accepting, give requests in flight up to

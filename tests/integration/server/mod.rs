@@ -336,6 +336,15 @@ async fn tokens_scope_reads_and_writes() {
     };
     let read = |token: &'static str| get_as("/graphs/g/types/Company", token);
     assert_eq!(read("r1").await.unwrap().status(), StatusCode::OK);
+    // The scheme's case does not matter.
+    let lowercase = server
+        .client
+        .get(server.url("/graphs/g/types/Company"))
+        .header("authorization", "bearer r1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lowercase.status(), StatusCode::OK);
     assert_eq!(
         read("w1").await.unwrap().status(),
         StatusCode::OK,

@@ -1,0 +1,319 @@
+//! The CLI against a `tributary serve`: remote commands print what embedded ones print,
+//! tokens and TLS.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use crate::{bin, example_graph, examples, ok, run};
+
+/// A `tributary serve` child over `root` (on a free port unless `extra` has `--bind`),
+/// killed on drop.
+pub(crate) struct Served {
+    pub(crate) child: std::process::Child,
+    pub(crate) url: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub(crate) fn serve(root: &std::path::Path, extra: &[&str]) -> Served {
+    use std::io::{BufRead, BufReader};
+    let mut command = bin();
+    command.args(["serve", &root.to_string_lossy()]);
+    if !extra.contains(&"--bind") {
+        command.args(["--bind", "127.0.0.1:0"]);
+    }
+    let mut child = command.args(extra).stdout(Stdio::piped()).spawn().unwrap();
+    let first = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next()
+        .unwrap()
+        .unwrap();
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_owned();
+    Served { child, url }
+}
+
+/// Commit ids (12 hex characters) replaced, so two graphs' outputs compare.
+fn mask_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.len() == 12 && word.chars().all(|c| c.is_ascii_hexdigit()) {
+            out.push_str("<id>");
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// Every command, embedded and against a server, prints the same output.
+#[test]
+fn remote_commands_print_what_embedded_ones_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let served = serve(&root, &["--init"]);
+    let remote = |args: &[&str]| -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &served.url]);
+        ok(&all)
+    };
+    let schema = examples().join("schema.tg").to_string_lossy().into_owned();
+    let data = examples()
+        .join("data.ndjson")
+        .to_string_lossy()
+        .into_owned();
+    let stream = examples()
+        .join("stream.ndjson")
+        .to_string_lossy()
+        .into_owned();
+
+    // Writes: graph `g` through the server, graph `e` embedded, by the same commands.
+    let embedded = root.join("e").to_string_lossy().into_owned();
+    let created = remote(&["init", "g", "--schema", &schema, "--format", "ndjson"]);
+    let made = ok(&["init", &embedded, "--schema", &schema, "--format", "ndjson"]);
+    assert_eq!(
+        mask_ids(&created).replace("\"g\"", "\"G\""),
+        mask_ids(&made).replace(&format!("{embedded:?}"), "\"G\"")
+    );
+    let loaded = remote(&["load", "g", &data, "--format", "ndjson"]);
+    assert_eq!(
+        mask_ids(&loaded),
+        mask_ids(&ok(&["load", &embedded, &data, "--format", "ndjson"]))
+    );
+    // Batching follows arrival, so compare what the acknowledgements add up to.
+    let acks = |text: &str| {
+        let records: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|r: &serde_json::Value| r.get("summary").is_none())
+            .collect();
+        let last = records.last().cloned().unwrap();
+        let rejected: Vec<serde_json::Value> = records
+            .iter()
+            .flat_map(|r| r["rejected"].as_array().cloned().unwrap_or_default())
+            .collect();
+        (
+            last["acked"].clone(),
+            last["through_line"].clone(),
+            rejected,
+        )
+    };
+    let streamed = remote(&["ingest", "g", &stream, "--format", "ndjson"]);
+    let local = ok(&["ingest", &embedded, &stream, "--format", "ndjson"]);
+    assert_eq!(acks(&streamed), acks(&local));
+    // Fold what the server's background folder has not yet (its memtables flush too).
+    remote(&["ingest", "fold", "g"]);
+
+    // Reads of the same graph, here and through the server.
+    let path = root.join("g").to_string_lossy().into_owned();
+    let reads: Vec<Vec<&str>> = vec![
+        vec![
+            "read", "GRAPH", "Person", "--filter", "age > 60", "--select", "id,age", "--limit", "5",
+        ],
+        vec![
+            "read", "GRAPH", "Person", "--fresh", "--limit", "3", "--format", "table",
+        ],
+        vec!["get", "GRAPH", "Person", "river-01"],
+        vec![
+            "get", "GRAPH", "Person", "river-01", "--fresh", "--format", "json",
+        ],
+        vec![
+            "neighbors",
+            "GRAPH",
+            "Company",
+            "company-007",
+            "--edge",
+            "WorksAt",
+            "--in",
+        ],
+        vec![
+            "search",
+            "GRAPH",
+            "Person",
+            "--text",
+            "operating systems",
+            "-k",
+            "3",
+        ],
+        vec!["log", "GRAPH", "--format", "csv"],
+        vec!["schema", "GRAPH"],
+        vec!["rejects", "GRAPH"],
+        vec!["ingest", "status", "GRAPH"],
+    ];
+    for args in reads {
+        let here: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "GRAPH" { path.as_str() } else { a })
+            .collect();
+        let there: Vec<&str> = args
+            .iter()
+            .map(|a| if *a == "GRAPH" { "g" } else { a })
+            .collect();
+        assert_eq!(remote(&there), ok(&here), "{args:?}");
+    }
+    // Errors keep their message and exit status.
+    let missing = run(&["get", "g", "Person", "nobody", "--server", &served.url]);
+    assert_eq!(missing.status.code(), Some(66));
+    let bad = run(&[
+        "read",
+        "g",
+        "Person",
+        "--filter",
+        "nope = 1",
+        "--server",
+        &served.url,
+    ]);
+    let local_bad = run(&["read", &path, "Person", "--filter", "nope = 1"]);
+    assert_eq!(bad.status.code(), local_bad.status.code());
+    assert_eq!(bad.stderr, local_bad.stderr);
+    let cleaned = remote(&["cleanup", "g", "--older-than", "7d", "--format", "ndjson"]);
+    assert!(cleaned.contains("wal_entries"), "{cleaned}");
+}
+
+#[test]
+fn a_server_with_tokens_refuses_the_wrong_ones() {
+    let (dir, graph) = example_graph();
+    let root = std::path::Path::new(&graph).parent().unwrap().to_path_buf();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "reader read g\nwriter write *\n").unwrap();
+    let served = serve(&root, &["--tokens", &tokens.to_string_lossy()]);
+    let with = |token: Option<&str>, args: &[&str]| {
+        let mut command = bin();
+        command.args(args).args(["--server", &served.url]);
+        command.env_remove("TRIBUTARY_TOKEN");
+        if let Some(token) = token {
+            command.env("TRIBUTARY_TOKEN", token);
+        }
+        command.output().unwrap()
+    };
+    let people = ["read", "g", "Person", "--limit", "1"];
+    assert_eq!(with(None, &people).status.code(), Some(77));
+    assert!(with(Some("reader"), &people).status.success());
+    let update = examples().join("update.ndjson");
+    let load = ["load", "g", &update.to_string_lossy()];
+    let refused = with(Some("reader"), &load);
+    assert_eq!(refused.status.code(), Some(77));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("may not write"));
+    assert!(with(Some("writer"), &load).status.success());
+    // A token file keeps the token out of the process listing.
+    let file = dir.path().join("reader.token");
+    std::fs::write(&file, "reader\n").unwrap();
+    let from_file = bin()
+        .args(people)
+        .args([
+            "--server",
+            &served.url,
+            "--token-file",
+            &file.to_string_lossy(),
+        ])
+        .env_remove("TRIBUTARY_TOKEN")
+        .output()
+        .unwrap();
+    assert!(from_file.status.success(), "{from_file:?}");
+}
+
+fn tls_fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/tls")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `serve --tls-cert --tls-key` serves HTTPS: a client that trusts the issuer
+/// (`--ca-cert`) reads and writes; one that does not, or that speaks plain HTTP, is
+/// refused and changes nothing; one that stalls before its handshake is cut; a key that
+/// does not fit is refused at start.
+#[test]
+fn a_server_with_a_certificate_speaks_only_https() {
+    let (_dir, graph) = example_graph();
+    let root = std::path::Path::new(&graph).parent().unwrap().to_path_buf();
+    let (cert, key, ca) = (
+        tls_fixture("server.pem"),
+        tls_fixture("server.key"),
+        tls_fixture("ca.pem"),
+    );
+    let served = serve(
+        &root,
+        &[
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &key,
+            "--header-read-timeout",
+            "1",
+        ],
+    );
+    assert!(
+        served.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        served.url
+    );
+    // A client that never starts its handshake is cut like one that never sends headers.
+    let address = served.url.trim_start_matches("https://");
+    let mut silent = std::net::TcpStream::connect(address).unwrap();
+    silent
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let waited = std::time::Instant::now();
+    let mut byte = [0u8; 1];
+    let read = std::io::Read::read(&mut silent, &mut byte).unwrap();
+    assert_eq!(read, 0, "closed, unanswered");
+    assert!(waited.elapsed() >= std::time::Duration::from_millis(900));
+    let people = ["read", "g", "Person", "--format", "ndjson"];
+    let trusted = |args: &[&str]| {
+        let output = bin()
+            .args(args)
+            .args(["--server", &served.url, "--ca-cert", &ca])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let before = trusted(&people);
+    let update = examples().join("update.ndjson");
+    trusted(&["load", "g", &update.to_string_lossy()]);
+    let after = trusted(&people);
+    assert_ne!(after, before, "the load over HTTPS changed the graph");
+
+    let untrusted = bin()
+        .args(people)
+        .args(["--server", &served.url])
+        .output()
+        .unwrap();
+    assert_eq!(untrusted.status.code(), Some(75), "{untrusted:?}");
+    let plain = bin()
+        .args(people)
+        .args(["--server", &served.url.replace("https://", "http://")])
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "{plain:?}");
+    assert_eq!(trusted(&people), after, "refused clients changed nothing");
+
+    let mismatched = bin()
+        .args(["serve", &root.to_string_lossy(), "--bind", "127.0.0.1:0"])
+        .args(["--tls-cert", &cert, "--tls-key", &ca])
+        .output()
+        .unwrap();
+    assert_eq!(mismatched.status.code(), Some(65), "{mismatched:?}");
+    assert!(String::from_utf8_lossy(&mismatched.stderr).contains("ca.pem"));
+}

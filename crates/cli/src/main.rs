@@ -288,6 +288,7 @@ fn main() -> ExitCode {
     let format = Format::resolve(cli.format);
     match runtime.block_on(run(cli.command, format, cli.server)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {}", failure.message);
             ExitCode::from(failure.code)
@@ -296,8 +297,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(), Failure> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = output::Stdout::lock();
     let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
         output::write_batch(out, format, batch).map_err(Failure::io)
     };

@@ -34,6 +34,46 @@ impl Format {
     }
 }
 
+/// Standard output that notes when its reader has gone (`tributary read … | head`): the
+/// command then stops and exits 0 without a word, as Unix tools do.
+pub struct Stdout {
+    inner: std::io::StdoutLock<'static>,
+}
+
+static READER_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Stdout {
+    pub fn lock() -> Stdout {
+        Stdout {
+            inner: std::io::stdout().lock(),
+        }
+    }
+
+    /// Whether a write found the reader gone.
+    pub fn reader_gone() -> bool {
+        READER_GONE.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn noted<T>(result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(error) = &result {
+            if error.kind() == std::io::ErrorKind::BrokenPipe {
+                READER_GONE.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        result
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Self::noted(self.inner.write(buf))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Self::noted(self.inner.flush())
+    }
+}
+
 pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match format {

@@ -605,3 +605,21 @@ fn a_folder_killed_mid_fold_is_finished_by_the_next_writer() {
     assert_eq!(count.lines().count(), 201);
     assert_eq!(fold_commits(&graph).len(), 1);
 }
+
+/// A reader that goes away (`tributary read … | head`) stops the command quietly, with
+/// exit 0, as Unix tools do.
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    let (_dir, graph) = example_graph();
+    let mut child = bin()
+        .args(["read", &graph, "Knows", "--format", "ndjson"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before the command has opened the graph, let alone written.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(output.stderr.is_empty(), "{output:?}");
+}

@@ -580,3 +580,75 @@ async fn a_backlog_over_max_rows_folds_in_several_commits_nodes_first() {
     }
     assert_eq!(ids(&graph, "Knows").await, ["a0->b2", "a2->b0"]);
 }
+
+/// The emails of the Person rows at the head, by key.
+async fn emails(graph: &Graph) -> Vec<(String, String)> {
+    let rows = graph
+        .read("Person", &tributary::ReadOptions::default())
+        .await
+        .unwrap();
+    let ids = rows
+        .column_by_name("id")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    let emails = rows
+        .column_by_name("email")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::StringArray>()
+        .unwrap();
+    let mut out: Vec<(String, String)> = (0..rows.num_rows())
+        .filter(|&i| arrow_array::Array::is_valid(emails, i))
+        .map(|i| (ids.value(i).to_owned(), emails.value(i).to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// A value a row gives up is free only if that row's new version is written: when the
+/// change is refused the row keeps its old value, so a row that wanted it is refused too.
+/// Two rows that swap their values are both written.
+#[tokio::test]
+async fn a_unique_value_is_freed_only_by_a_change_that_is_written() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    graph
+        .load(
+            &ndjson(&[
+                person_with_email("ada", "a@x.io"),
+                person_with_email("bob", "b@x.io"),
+                person_with_email("eve", "e@x.io"),
+                person_with_email("fay", "f@x.io"),
+            ]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    send(
+        &graph,
+        &[
+            // Refused: bob holds b@x.io. So ada keeps a@x.io, and cy may not have it.
+            person_with_email("ada", "b@x.io"),
+            person_with_email("cy", "a@x.io"),
+            // A swap: both written.
+            person_with_email("eve", "f@x.io"),
+            person_with_email("fay", "e@x.io"),
+        ],
+    )
+    .await;
+    let outcome = graph.fold("main").await.unwrap();
+    assert_eq!(outcome.rejected, 2);
+    let rejects = graph.rejects(&At::default()).await.unwrap();
+    assert_eq!(sorted_strings(&rejects, "key"), ["ada", "cy"]);
+    assert_eq!(
+        emails(&graph).await,
+        [
+            ("ada".to_owned(), "a@x.io".to_owned()),
+            ("bob".to_owned(), "b@x.io".to_owned()),
+            ("eve".to_owned(), "f@x.io".to_owned()),
+            ("fay".to_owned(), "e@x.io".to_owned()),
+        ],
+        "every email held once"
+    );
+}

@@ -122,6 +122,8 @@ pub struct ConstraintChecker<'a> {
     /// Type → keys checked so far: their snapshot rows are being replaced. In a stream
     /// the same set keeps the newest row per key ([`ConstraintChecker::unseen_rows`]).
     replaced: AHashMap<String, AHashSet<String>>,
+    /// Type → keys whose new rows were refused: their snapshot rows (and values) stay.
+    refused: AHashMap<String, AHashSet<String>>,
 }
 
 /// A `@unique` field of one batch: its values, and which key holds each in the snapshot
@@ -130,6 +132,9 @@ struct UniqueField {
     name: String,
     values: Vec<Option<String>>,
     in_snapshot: HashMap<String, String>,
+    /// Values whose snapshot holder this write replaces: free only if the holder's own
+    /// new row is written.
+    freed: HashMap<String, String>,
 }
 
 impl<'a> ConstraintChecker<'a> {
@@ -142,6 +147,7 @@ impl<'a> ConstraintChecker<'a> {
             unique_owner: AHashMap::new(),
             out_edges: HashMap::new(),
             replaced: AHashMap::new(),
+            refused: AHashMap::new(),
         }
     }
 
@@ -236,6 +242,13 @@ impl<'a> ConstraintChecker<'a> {
                 None => self.accept(ty, &unique, card.as_ref().map(|c| c.1), row, id),
             }
         }
+        self.refuse_what_counted_on_refused_rows(
+            ty,
+            &unique,
+            card.as_ref().map(|c| c.1),
+            ids,
+            &mut violations,
+        );
         if let (Some((card, _)), Scope::Request) = (card.as_ref(), self.scope) {
             for (src, row) in first_row_of_source {
                 let count = self.out_edges[&ty.name].get(src).map_or(0, HashSet::len);
@@ -341,6 +354,7 @@ impl<'a> ConstraintChecker<'a> {
         batch: &RecordBatch,
     ) -> Result<Vec<UniqueField>> {
         let replaced = self.replaced.get(&ty.name);
+        let refused = self.refused.get(&ty.name);
         let mut out = Vec::new();
         for field in ty.fields.iter().filter(|f| f.unique) {
             let Some(column) = batch.column_by_name(&field.name) else {
@@ -353,9 +367,14 @@ impl<'a> ConstraintChecker<'a> {
             let wanted = distinct(values.iter().flatten().map(String::as_str));
             let literal = literal_kind(column.data_type());
             let mut in_snapshot = HashMap::new();
+            let mut freed = HashMap::new();
             for (id, value) in lookup_values(table, &field.name, &wanted, literal, &ty.name).await?
             {
-                if replaced.is_none_or(|r| !r.contains(&id)) {
+                let replacing = replaced.is_some_and(|r| r.contains(&id))
+                    && refused.is_none_or(|r| !r.contains(&id));
+                if replacing {
+                    freed.insert(value, id);
+                } else {
                     in_snapshot.insert(value, id);
                 }
             }
@@ -363,9 +382,112 @@ impl<'a> ConstraintChecker<'a> {
                 name: field.name.clone(),
                 values,
                 in_snapshot,
+                freed,
             });
         }
         Ok(out)
+    }
+
+    /// A value another row gave up is free only if that row's new version is written.
+    /// When it was refused (in this batch or an earlier one), its old value stays: a row
+    /// accepted on the strength of it is refused too, and its own old value stays in
+    /// turn, until nothing changes. Then the refused keys are remembered.
+    fn refuse_what_counted_on_refused_rows(
+        &mut self,
+        ty: &TypeDef,
+        unique: &[UniqueField],
+        srcs: Option<&StringArray>,
+        ids: &StringArray,
+        violations: &mut Vec<Violation>,
+    ) {
+        if unique.iter().all(|field| field.freed.is_empty()) {
+            self.note_refused(ty, ids, violations);
+            return;
+        }
+        let mut refused: AHashSet<String> = self.refused.get(&ty.name).cloned().unwrap_or_default();
+        refused.extend(violations.iter().map(|v| ids.value(v.row).to_owned()));
+        let mut rejected: AHashSet<usize> = violations.iter().map(|v| v.row).collect();
+        loop {
+            let mut more = Vec::new();
+            for row in (0..arrow_array::Array::len(ids)).filter(|row| !rejected.contains(row)) {
+                let id = ids.value(row);
+                let kept = unique.iter().find_map(|field| {
+                    let value = field.values[row].as_ref()?;
+                    let holder = field.freed.get(value)?;
+                    (holder != id && refused.contains(holder)).then_some((field, value, holder))
+                });
+                if let Some((field, value, holder)) = kept {
+                    more.push(Violation {
+                        row,
+                        kind: RejectKind::Unique,
+                        field: field.name.clone(),
+                        message: format!(
+                            "{}.{} {value:?} is not unique: {} `{holder}` has it (its own change was refused)",
+                            ty.name, field.name, ty.name
+                        ),
+                    });
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            for violation in more {
+                let id = ids.value(violation.row);
+                self.unaccept(ty, unique, srcs, violation.row, id);
+                refused.insert(id.to_owned());
+                rejected.insert(violation.row);
+                violations.push(violation);
+            }
+        }
+        violations.sort_by_key(|v| v.row);
+        self.note_refused(ty, ids, violations);
+    }
+
+    fn note_refused(&mut self, ty: &TypeDef, ids: &StringArray, violations: &[Violation]) {
+        if violations.is_empty() || !ty.fields.iter().any(|f| f.unique) {
+            return;
+        }
+        self.refused
+            .entry(ty.name.clone())
+            .or_default()
+            .extend(violations.iter().map(|v| ids.value(v.row).to_owned()));
+    }
+
+    /// Undo [`Self::accept`] for a row refused after all.
+    fn unaccept(
+        &mut self,
+        ty: &TypeDef,
+        unique: &[UniqueField],
+        srcs: Option<&StringArray>,
+        row: usize,
+        id: &str,
+    ) {
+        if self.scope == Scope::Stream {
+            if let Some(accepted) = self.accepted_nodes.get_mut(&ty.name) {
+                accepted.remove(id);
+            }
+        }
+        for field in unique {
+            if let Some(value) = &field.values[row] {
+                if let Some(owners) = self
+                    .unique_owner
+                    .get_mut(&(ty.name.clone(), field.name.clone()))
+                {
+                    if owners.get(value).is_some_and(|owner| owner == id) {
+                        owners.remove(value);
+                    }
+                }
+            }
+        }
+        if let Some(srcs) = srcs {
+            if let Some(edges) = self
+                .out_edges
+                .get_mut(&ty.name)
+                .and_then(|by_source| by_source.get_mut(srcs.value(row)))
+            {
+                edges.remove(id);
+            }
+        }
     }
 
     fn unique_violation(

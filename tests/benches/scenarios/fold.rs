@@ -62,6 +62,7 @@ pub async fn fold_throughput(pending: usize) {
         "fold_ms": elapsed.as_secs_f64() * 1e3,
         "rows_per_s": pending as f64 / elapsed.as_secs_f64(),
         "object_store_ops": counter.snapshot().since(&before).total(),
+        "stages_ms": outcome.timings,
     }));
 }
 

@@ -7,21 +7,15 @@
 
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};
+use arrow_array::RecordBatchIterator;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WriteMode};
 use lance::index::DatasetIndexExt;
 use lance_index::optimize::OptimizeOptions;
 use tributary_publisher::{
-    commit_key, head_key, manifest_schema, BranchName, CommitId, ManifestCasPublisher, Publisher,
-    MANIFEST_PATH, ROWS_PER_FRAGMENT,
+    commit_key, head_key, manifest_schema, rows_batch, BranchName, CommitId, ManifestCasPublisher,
+    Publisher, MANIFEST_PATH, ROWS_PER_FRAGMENT,
 };
 use tributary_storage::GraphStore;
-
-fn batch(rows: &[(String, String)]) -> RecordBatch {
-    let keys = StringArray::from_iter_values(rows.iter().map(|(k, _)| k.as_str()));
-    let values = StringArray::from_iter_values(rows.iter().map(|(_, v)| v.as_str()));
-    RecordBatch::try_new(manifest_schema(), vec![Arc::new(keys), Arc::new(values)]).unwrap()
-}
 
 /// Append `commits` commits to `main` of the graph at `uri`, each a copy of the head with
 /// a new id and the previous one as parent.
@@ -40,11 +34,11 @@ pub async fn grow_history(uri: &str, commits: usize) {
     }
     let mut params = store.write_params(WriteMode::Append);
     params.max_rows_per_file = ROWS_PER_FRAGMENT;
-    let reader = RecordBatchIterator::new(vec![Ok(batch(&rows))], manifest_schema());
+    let reader = RecordBatchIterator::new(vec![Ok(rows_batch(&rows))], manifest_schema());
     let dataset = lance::Dataset::write(reader, store.uri_of(MANIFEST_PATH).as_str(), Some(params))
         .await
         .unwrap();
-    let head_row = batch(&[(
+    let head_row = rows_batch(&[(
         head_key(&head.branch),
         serde_json::to_string(&head).unwrap(),
     )]);

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 pub use error::{Error, Result};
 pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
 pub use manifest::{
-    commit_key, head_key, manifest_schema, ManifestCasPublisher, MANIFEST_PATH, ROWS_PER_FRAGMENT,
+    commit_key, head_key, manifest_schema, rows_batch, ManifestCasPublisher, MANIFEST_PATH,
+    ROWS_PER_FRAGMENT,
 };
 pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord, TablePath};
 

@@ -68,7 +68,8 @@ pub fn manifest_schema() -> SchemaRef {
     clippy::expect_used,
     reason = "two string columns for the fixed two-string schema"
 )]
-fn rows_batch(rows: &[(String, String)]) -> RecordBatch {
+/// `(key, value)` rows as one batch of the manifest's schema.
+pub fn rows_batch(rows: &[(String, String)]) -> RecordBatch {
     let keys = StringArray::from_iter_values(rows.iter().map(|(k, _)| k.as_str()));
     let values = StringArray::from_iter_values(rows.iter().map(|(_, v)| v.as_str()));
     RecordBatch::try_new(manifest_schema(), vec![Arc::new(keys), Arc::new(values)])

@@ -130,7 +130,8 @@ pub struct Committed {
     pub timings: CommitTimings,
 }
 
-fn ms_since(started: std::time::Instant) -> f64 {
+/// Milliseconds since `started`, for the timings writes report.
+pub(crate) fn ms_since(started: std::time::Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1e3
 }
 

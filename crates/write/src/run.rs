@@ -18,7 +18,7 @@ use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, Folded
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
 
-use crate::commit::{commit_intent, GraphTarget, StagedWrite};
+use crate::commit::{commit_intent, ms_since, GraphTarget, StagedWrite};
 use crate::constraints::{ConstraintChecker, Scope, SnapshotTables};
 use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
 use crate::intent::{Intent, Owner, StagedTable};
@@ -112,10 +112,6 @@ impl FoldTimings {
         self.indexes_ms += other.indexes_ms;
         self.publish_ms += other.publish_ms;
     }
-}
-
-fn ms_since(started: std::time::Instant) -> f64 {
-    started.elapsed().as_secs_f64() * 1e3
 }
 
 impl FoldOutcome {

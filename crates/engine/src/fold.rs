@@ -121,8 +121,10 @@ impl Graph {
         self.recover_intents(Some(branch)).await?;
         let oldest = self.streaming.take_oldest();
         let result: Result<FoldOutcome> = async {
+            let cutting = std::time::Instant::now();
             self.cut(branch, claim).await?;
             let mut total = FoldOutcome::default();
+            total.timings.cut_ms = cutting.elapsed().as_secs_f64() * 1e3;
             loop {
                 let outcome = self.fold_once(turn, branch, policy).await?;
                 total.absorb(outcome);

@@ -17,6 +17,7 @@ use tributary_schema::{Cardinality, Catalog, TablePath, TypeDef, TypeKind};
 use tributary_storage::GraphStore;
 
 use crate::error::{ArrowSnafu, PublishSnafu, Result, UnknownEndpointTypeSnafu};
+use crate::keys::KeySet;
 use crate::lookup::{
     display_values, existing_ids, literal_kind, lookup_values, string_column, Literal,
 };
@@ -121,7 +122,7 @@ pub struct ConstraintChecker<'a> {
     out_edges: HashMap<String, HashMap<String, HashSet<String>>>,
     /// Type → keys checked so far: their snapshot rows are being replaced. In a stream
     /// the same set keeps the newest row per key ([`ConstraintChecker::unseen_rows`]).
-    replaced: AHashMap<String, AHashSet<String>>,
+    replaced: AHashMap<String, KeySet>,
     /// Type → keys whose new rows were refused: their snapshot rows (and values) stay.
     refused: AHashMap<String, AHashSet<String>>,
 }
@@ -167,14 +168,15 @@ impl<'a> ConstraintChecker<'a> {
         batch: &RecordBatch,
         expected: usize,
     ) -> Result<RecordBatch> {
-        let seen = self.replaced.entry(ty.name.clone()).or_default();
-        if seen.is_empty() {
-            seen.reserve(expected);
-        }
         let ids = string_column(batch, "id");
+        let seen = self.replaced.entry(ty.name.clone()).or_default();
+        if seen.is_empty() && batch.num_rows() > 0 {
+            let key_bytes = ids.value_data().len() / batch.num_rows();
+            seen.reserve(expected, key_bytes);
+        }
         let keep: arrow_array::BooleanArray = ids
             .iter()
-            .map(|id| Some(id.is_some_and(|id| seen.insert(id.to_owned()))))
+            .map(|id| Some(id.is_some_and(|id| seen.insert(id))))
             .collect();
         arrow_select::filter::filter_record_batch(batch, &keep).context(ArrowSnafu {
             action: "filter fold rows",
@@ -203,7 +205,7 @@ impl<'a> ConstraintChecker<'a> {
             self.replaced
                 .entry(ty.name.clone())
                 .or_default()
-                .extend(ids.iter().flatten().map(str::to_owned));
+                .extend(ids.iter().flatten());
         }
         if ty.kind == TypeKind::Node && self.scope == Scope::Request {
             // A request is accepted or refused whole: an edge names a node of the same

@@ -14,6 +14,7 @@ pub mod constraints;
 mod error;
 pub mod indexes;
 pub mod intent;
+mod keys;
 pub mod lease;
 pub mod lookup;
 pub mod rejects;

@@ -79,6 +79,10 @@ pub struct FoldOutcome {
 /// Where a fold's time went, in milliseconds, stage by stage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FoldTimings {
+    /// The cut: freezing this process's writers (their memtables flush to generations)
+    /// and claiming the WAL tails of writers that are gone. Set by the caller of the fold.
+    #[serde(default)]
+    pub cut_ms: f64,
     /// Listing the pending generations.
     pub plan_ms: f64,
     /// Reading the generations, newest row per key, checks and dead letters, and the staged
@@ -102,6 +106,7 @@ pub struct FoldTimings {
 
 impl FoldTimings {
     fn add(&mut self, other: &FoldTimings) {
+        self.cut_ms += other.cut_ms;
         self.plan_ms += other.plan_ms;
         self.stage_ms += other.stage_ms;
         self.read_ms += other.read_ms;
@@ -212,12 +217,19 @@ pub async fn fold_pending(
             schema,
             settings,
         };
-        let (checked, merged) = futures::join!(
-            pass.run(&mut checker, &mut rejects, &mut timings, accepted),
-            job.execute_uncommitted(source)
-        );
+        // The merge runs on its own task, so it and the reading side use both cores.
+        let mut merging = AbortOnDrop(tokio::spawn(async move {
+            job.execute_uncommitted(source).await
+        }));
+        let checked = pass
+            .run(&mut checker, &mut rejects, &mut timings, accepted)
+            .await;
+        let merged = (&mut merging.0).await;
         let (table_rows, shards_folded) = checked?;
-        let result = merged.context(lance("stage fold"))?;
+        let result = merged
+            .map_err(|joined| lance::Error::io(joined.to_string()))
+            .and_then(|merged| merged)
+            .context(lance("stage fold"))?;
         folded.extend(shards_folded);
         rows.insert(plan.ty.name.clone(), table_rows);
         rows_written.insert(path.clone(), table_rows);
@@ -336,6 +348,16 @@ fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
     arrow_select::concat::concat_batches(schema, batches).context(ArrowSnafu {
         action: "gather fold rows",
     })
+}
+
+/// A spawned task that ends when its handle is dropped: a fold given up (dropped) leaves
+/// no merge running behind it.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Accepted batches of a table waiting for its merge-insert: a little read-ahead, so

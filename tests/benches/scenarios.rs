@@ -38,6 +38,8 @@ struct Settings {
     read_lookups: usize,
     /// (base rows, pending rows) of the fold-vs-raw-merge scenario.
     fold_merge: &'static [(usize, usize)],
+    /// Rows per fold, and the backlogs folded with it, of the fold-memory scenario.
+    fold_memory: (u64, [usize; 2]),
     /// Commit depths of the commit-point scenario, and the rounds timed at each.
     commit_depths: &'static [usize],
     commit_rounds: usize,
@@ -326,6 +328,7 @@ fn main() {
             read_pending: &[0, 1_000],
             read_lookups: 20,
             fold_merge: &[(10_000, 10_000)],
+            fold_memory: (5_000, [5_000, 20_000]),
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
         }
@@ -342,6 +345,7 @@ fn main() {
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
             fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
+            fold_memory: (250_000, [250_000, 1_000_000]),
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
         }
@@ -382,6 +386,10 @@ fn main() {
         if runs("fold_merge") {
             for &(base, pending) in settings.fold_merge {
                 fold::fold_vs_merge(base, pending).await;
+            }
+            let (max_rows, backlogs) = settings.fold_memory;
+            for backlog in backlogs {
+                fold::fold_memory(max_rows, backlog).await;
             }
         }
         if runs("http") {

@@ -626,3 +626,108 @@ async fn a_writer_losing_a_claim_race_fails_with_an_untyped_fence() {
     }
     panic!("no claim lost to another writer in 50 rounds of 8");
 }
+
+async fn three_rows_and_a_staged_upsert() -> (tempfile::TempDir, Dataset, Transaction) {
+    let (dir, _store, dataset) = table(&[("a", "0"), ("b", "0"), ("c", "0")]).await;
+    let merged = upsert(&dataset, 0)
+        .try_build()
+        .unwrap()
+        .execute_uncommitted_batches(vec![batch(&[("b", "1"), ("d", "1")])])
+        .await
+        .unwrap();
+    (dir, dataset, merged.transaction)
+}
+
+/// Two merge-inserts staged on one version that touch the same fragment do not rebase:
+/// a delete pass (`WhenMatched::Delete`) committed first makes the staged upsert a
+/// retryable conflict. A write that deletes and upserts in one table cannot stage both
+/// passes on one version.
+#[tokio::test]
+async fn a_staged_upsert_is_preempted_by_a_delete_pass_on_its_fragment() {
+    let (_dir, dataset, upsert_transaction) = three_rows_and_a_staged_upsert().await;
+    let read = Arc::new(dataset.clone());
+    let mut deleting = MergeInsertBuilder::try_new(read.clone(), vec!["key".into()]).unwrap();
+    deleting
+        .when_matched(WhenMatched::Delete)
+        .when_not_matched(WhenNotMatched::DoNothing)
+        .conflict_retries(0);
+    // A key that is not there ("z") deletes nothing and is no error.
+    let deleted = deleting
+        .try_build()
+        .unwrap()
+        .execute_uncommitted_batches(vec![batch(&[("a", ""), ("z", "")])])
+        .await
+        .unwrap();
+    let after_delete = CommitBuilder::new(read.clone())
+        .execute(deleted.transaction)
+        .await
+        .unwrap();
+    assert_eq!(after_delete.count_rows(None).await.unwrap(), 2);
+    let error = CommitBuilder::new(read)
+        .execute(upsert_transaction)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, lance::Error::RetryableCommitConflict { .. }),
+        "{error}"
+    );
+}
+
+/// A staged `DeleteBuilder` delete committed first preempts a staged upsert of the same
+/// fragment just the same (a retryable conflict).
+#[tokio::test]
+async fn a_staged_upsert_is_preempted_by_a_staged_delete_on_its_fragment() {
+    use lance::dataset::DeleteBuilder;
+    let (_dir, dataset, upsert_transaction) = three_rows_and_a_staged_upsert().await;
+    let read = Arc::new(dataset.clone());
+    let deleted = DeleteBuilder::new(read.clone(), "key IN ('a')")
+        .execute_uncommitted()
+        .await
+        .unwrap();
+    CommitBuilder::new(read.clone())
+        .execute(deleted.transaction)
+        .await
+        .unwrap();
+    let error = CommitBuilder::new(read)
+        .execute(upsert_transaction)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, lance::Error::RetryableCommitConflict { .. }),
+        "{error}"
+    );
+}
+
+/// One merge-insert both upserts and deletes: the deleted keys are left out of the source
+/// and removed by `WhenNotMatchedBySource::DeleteIf` — one staged transaction, so a write
+/// that deletes stays one table commit (and a fold's compaction mark can ride it).
+#[tokio::test]
+async fn one_staged_merge_upserts_and_deletes_by_key() {
+    use lance::dataset::WhenNotMatchedBySource;
+    let (_dir, _store, dataset) = table(&[("a", "0"), ("b", "0"), ("c", "0")]).await;
+    let read = Arc::new(dataset.clone());
+    let mut builder = MergeInsertBuilder::try_new(read.clone(), vec!["key".into()]).unwrap();
+    builder
+        .when_matched(WhenMatched::UpdateAll)
+        .when_not_matched(WhenNotMatched::InsertAll)
+        .when_not_matched_by_source(
+            WhenNotMatchedBySource::delete_if(&dataset, "key IN ('a', 'z')").unwrap(),
+        )
+        .conflict_retries(0);
+    let staged = builder
+        .try_build()
+        .unwrap()
+        .execute_uncommitted_batches(vec![batch(&[("b", "1"), ("d", "1")])])
+        .await
+        .unwrap();
+    let committed = CommitBuilder::new(read)
+        .execute(staged.transaction)
+        .await
+        .unwrap();
+    assert_eq!(committed.version().version, dataset.version().version + 1);
+    assert_eq!(committed.count_rows(None).await.unwrap(), 3);
+    assert!(value_of(&committed, "a").await.is_empty());
+    assert_eq!(value_of(&committed, "b").await, ["1"]);
+    assert_eq!(value_of(&committed, "c").await, ["0"]);
+    assert_eq!(value_of(&committed, "d").await, ["1"]);
+}

@@ -106,6 +106,9 @@ pub enum Scope {
     Stream,
 }
 
+/// The key length the fold's key set is sized for at most, per expected key.
+const MAX_RESERVED_KEY_BYTES: usize = 64;
+
 /// Checks batches of rows, type by type (nodes before edges, so an edge sees the nodes
 /// accepted before it), and remembers the accepted ones for the batches after.
 pub struct ConstraintChecker<'a> {
@@ -171,8 +174,14 @@ impl<'a> ConstraintChecker<'a> {
         let ids = string_column(batch, "id");
         let seen = self.replaced.entry(ty.name.clone()).or_default();
         if seen.is_empty() && batch.num_rows() > 0 {
-            let key_bytes = ids.value_data().len() / batch.num_rows();
-            seen.reserve(expected, key_bytes);
+            // The slice's own bytes (a filtered batch shares a larger buffer), capped: this
+            // only sizes the arena once.
+            let offsets = ids.value_offsets();
+            let bytes = (offsets[batch.num_rows()] - offsets[0]) as usize;
+            seen.reserve(
+                expected,
+                (bytes / batch.num_rows()).min(MAX_RESERVED_KEY_BYTES),
+            );
         }
         let keep: arrow_array::BooleanArray = ids
             .iter()

@@ -225,10 +225,21 @@ pub async fn fold_pending(
             .run(&mut checker, &mut rejects, &mut timings, accepted)
             .await;
         let merged = (&mut merging.0).await;
-        let (table_rows, shards_folded) = checked?;
+        let (table_rows, shards_folded, fed) = checked?;
         let result = merged
             .map_err(|joined| lance::Error::io(joined.to_string()))
             .and_then(|merged| merged)
+            .and_then(|merged| {
+                // A merge that stopped taking rows yet succeeded would stage a part of the
+                // table under marks that cover all of it: never commit that.
+                if fed {
+                    Ok(merged)
+                } else {
+                    Err(lance::Error::io(
+                        "the merge-insert ended before it took every row",
+                    ))
+                }
+            })
             .context(lance("stage fold"))?;
         folded.extend(shards_folded);
         rows.insert(plan.ty.name.clone(), table_rows);
@@ -378,15 +389,16 @@ struct TablePass<'a, 'c> {
 type Accepted = tokio::sync::mpsc::Sender<datafusion_common::Result<RecordBatch>>;
 
 impl TablePass<'_, '_> {
-    /// Rows accepted, and the shards folded. A halt also fails the merge (its source
-    /// ends in an error), so nothing of the table is staged.
+    /// Rows accepted, the shards folded, and whether the merge took every row. A halt
+    /// also fails the merge (its source ends in an error), so nothing of the table is
+    /// staged.
     async fn run(
         self,
         checker: &mut ConstraintChecker<'_>,
         rejects: &mut RejectRows,
         timings: &mut FoldTimings,
         accepted: Accepted,
-    ) -> Result<(u64, Vec<FoldedShard>)> {
+    ) -> Result<(u64, Vec<FoldedShard>, bool)> {
         let result = self
             .read_and_check(checker, rejects, timings, &accepted)
             .await;
@@ -403,7 +415,7 @@ impl TablePass<'_, '_> {
         rejects: &mut RejectRows,
         timings: &mut FoldTimings,
         accepted: &Accepted,
-    ) -> Result<(u64, Vec<FoldedShard>)> {
+    ) -> Result<(u64, Vec<FoldedShard>, bool)> {
         use std::time::Instant;
         let ty = self.plan.ty;
         let expected: u64 = self
@@ -482,7 +494,7 @@ impl TablePass<'_, '_> {
                         timings.merge_wait_ms += ms_since(waiting);
                         // The merge gone (it failed): its error tells why; stop reading.
                         if sent.is_err() {
-                            return Ok((table_rows + shard_rows, folded));
+                            return Ok((table_rows + shard_rows, folded, false));
                         }
                     }
                     if done {
@@ -501,6 +513,6 @@ impl TablePass<'_, '_> {
             }
             table_rows += shard_rows;
         }
-        Ok((table_rows, folded))
+        Ok((table_rows, folded, true))
     }
 }

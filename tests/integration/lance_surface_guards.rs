@@ -638,60 +638,58 @@ async fn three_rows_and_a_staged_upsert() -> (tempfile::TempDir, Dataset, Transa
     (dir, dataset, merged.transaction)
 }
 
+/// Commit `deletion` (staged on `dataset`'s version, it deletes "a"), then try the staged
+/// upsert of [`three_rows_and_a_staged_upsert`]: how Lance refuses it.
+async fn upsert_after_committed_deletion(
+    dataset: &Dataset,
+    deletion: Transaction,
+    upsert: Transaction,
+) -> lance::Error {
+    let read = Arc::new(dataset.clone());
+    let after_delete = CommitBuilder::new(read.clone())
+        .execute(deletion)
+        .await
+        .unwrap();
+    assert_eq!(after_delete.count_rows(None).await.unwrap(), 2);
+    CommitBuilder::new(read).execute(upsert).await.unwrap_err()
+}
+
 /// Two merge-inserts staged on one version that touch the same fragment do not rebase:
 /// a delete pass (`WhenMatched::Delete`) committed first makes the staged upsert a
-/// retryable conflict. A write that deletes and upserts in one table cannot stage both
-/// passes on one version.
+/// retryable conflict, and so does a staged `DeleteBuilder` delete. A write that deletes
+/// and upserts in one table cannot stage both passes on one version.
 #[tokio::test]
-async fn a_staged_upsert_is_preempted_by_a_delete_pass_on_its_fragment() {
+async fn a_staged_upsert_is_preempted_by_a_delete_on_its_fragment() {
+    use lance::dataset::DeleteBuilder;
     let (_dir, dataset, upsert_transaction) = three_rows_and_a_staged_upsert().await;
-    let read = Arc::new(dataset.clone());
-    let mut deleting = MergeInsertBuilder::try_new(read.clone(), vec!["key".into()]).unwrap();
+    let mut deleting =
+        MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".into()]).unwrap();
     deleting
         .when_matched(WhenMatched::Delete)
         .when_not_matched(WhenNotMatched::DoNothing)
         .conflict_retries(0);
     // A key that is not there ("z") deletes nothing and is no error.
-    let deleted = deleting
+    let delete_pass = deleting
         .try_build()
         .unwrap()
         .execute_uncommitted_batches(vec![batch(&[("a", ""), ("z", "")])])
         .await
         .unwrap();
-    let after_delete = CommitBuilder::new(read.clone())
-        .execute(deleted.transaction)
-        .await
-        .unwrap();
-    assert_eq!(after_delete.count_rows(None).await.unwrap(), 2);
-    let error = CommitBuilder::new(read)
-        .execute(upsert_transaction)
-        .await
-        .unwrap_err();
+    let error =
+        upsert_after_committed_deletion(&dataset, delete_pass.transaction, upsert_transaction)
+            .await;
     assert!(
         matches!(error, lance::Error::RetryableCommitConflict { .. }),
         "{error}"
     );
-}
 
-/// A staged `DeleteBuilder` delete committed first preempts a staged upsert of the same
-/// fragment just the same (a retryable conflict).
-#[tokio::test]
-async fn a_staged_upsert_is_preempted_by_a_staged_delete_on_its_fragment() {
-    use lance::dataset::DeleteBuilder;
     let (_dir, dataset, upsert_transaction) = three_rows_and_a_staged_upsert().await;
-    let read = Arc::new(dataset.clone());
-    let deleted = DeleteBuilder::new(read.clone(), "key IN ('a')")
+    let deleted = DeleteBuilder::new(Arc::new(dataset.clone()), "key IN ('a')")
         .execute_uncommitted()
         .await
         .unwrap();
-    CommitBuilder::new(read.clone())
-        .execute(deleted.transaction)
-        .await
-        .unwrap();
-    let error = CommitBuilder::new(read)
-        .execute(upsert_transaction)
-        .await
-        .unwrap_err();
+    let error =
+        upsert_after_committed_deletion(&dataset, deleted.transaction, upsert_transaction).await;
     assert!(
         matches!(error, lance::Error::RetryableCommitConflict { .. }),
         "{error}"

@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use super::convert::{convert_field, Cell};
 use super::json::{quote, Json};
 use super::table::{KeyValue, StagedRow, TableBuilder};
-use super::{Decoded, LineError};
+use super::{Decoded, LineError, TypeDeletes};
 use crate::schema::{Catalog, TypeDef, TypeKind};
 
 /// Unknown-type errors list the declared types when there are at most this many.
 const MAX_LISTED_TYPES: usize = 12;
 
-const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data";
+const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data, delete, key";
 
 /// Decodes NDJSON lines against a catalog into per-type Arrow builders.
 pub struct Decoder<'c> {
@@ -23,6 +23,14 @@ pub struct Decoder<'c> {
     table_by_name: HashMap<&'c str, usize>,
     rejects: Vec<LineError>,
     buffered_rows: usize,
+    /// Per catalog type: the ids its delete lines name, and their lines.
+    deletes: Vec<(Vec<String>, Vec<u64>)>,
+}
+
+/// A valid line: a row to write, or a key to delete.
+enum Staged<'l> {
+    Row(StagedRow<'l>),
+    Delete { table: usize, id: String },
 }
 
 /// Why a line is rejected, before the line number is attached.
@@ -57,6 +65,8 @@ struct Envelope<'a> {
     from_type: Option<Json<'a>>,
     to_type: Option<Json<'a>>,
     data: Option<Json<'a>>,
+    delete: Option<Json<'a>>,
+    key: Option<Json<'a>>,
 }
 
 impl<'a> Envelope<'a> {
@@ -71,6 +81,8 @@ impl<'a> Envelope<'a> {
                 "from_type" => &mut envelope.from_type,
                 "to_type" => &mut envelope.to_type,
                 "data" => &mut envelope.data,
+                "delete" => &mut envelope.delete,
+                "key" => &mut envelope.key,
                 _ => {
                     return Err(Reject::line(format!(
                         "unknown key {} (expected {ENVELOPE_KEYS})",
@@ -102,6 +114,7 @@ impl<'c> Decoder<'c> {
             table_by_name,
             rejects: Vec::new(),
             buffered_rows: 0,
+            deletes: catalog.types.iter().map(|_| Default::default()).collect(),
         }
     }
 
@@ -113,10 +126,16 @@ impl<'c> Decoder<'c> {
             return;
         }
         match self.stage(line) {
-            Ok(row) => {
+            Ok(Staged::Row(row)) => {
                 if let Some(table) = self.tables[row.table].as_mut() {
                     table.append(line_no, row);
                 }
+                self.buffered_rows += 1;
+            }
+            Ok(Staged::Delete { table, id }) => {
+                let (ids, lines) = &mut self.deletes[table];
+                ids.push(id);
+                lines.push(line_no);
                 self.buffered_rows += 1;
             }
             Err(Reject { field, reason }) => self.rejects.push(LineError {
@@ -146,15 +165,30 @@ impl<'c> Decoder<'c> {
             .filter(|table| table.row_count() > 0)
             .map(TableBuilder::finish)
             .collect();
+        let deletes = self
+            .deletes
+            .iter_mut()
+            .zip(&self.catalog.types)
+            .filter(|((ids, _), _)| !ids.is_empty())
+            .map(|((ids, lines), ty)| TypeDeletes {
+                type_name: ty.name.clone(),
+                ids: std::mem::take(ids),
+                lines: std::mem::take(lines),
+            })
+            .collect();
         let mut rejects = std::mem::take(&mut self.rejects);
         // Callers may push lines out of order (e.g. several readers); report in line order.
         rejects.sort_by_key(|reject| reject.line);
         self.buffered_rows = 0;
-        Decoded { batches, rejects }
+        Decoded {
+            batches,
+            deletes,
+            rejects,
+        }
     }
 
     /// Validate and convert a whole line; appends nothing (it may make the type's builder).
-    fn stage<'l>(&mut self, line: &'l str) -> Result<StagedRow<'l>, Reject> {
+    fn stage<'l>(&mut self, line: &'l str) -> Result<Staged<'l>, Reject> {
         let members = match Json::parse(line) {
             Ok(Json::Object(members)) => members,
             Ok(other) => {
@@ -171,6 +205,14 @@ impl<'c> Decoder<'c> {
             }
         };
         let envelope = Envelope::from_members(members)?;
+        if envelope.delete.is_some() {
+            return self.stage_delete(&envelope);
+        }
+        if envelope.key.is_some() {
+            return Err(Reject::line(
+                "\"key\" belongs to a delete line ({\"delete\": TYPE, \"key\": KEY}); a row's key is a field of its \"data\"",
+            ));
+        }
         let (table_index, def) = self.resolve_type(&envelope)?;
 
         let endpoints = match def.kind {
@@ -214,12 +256,89 @@ impl<'c> Decoder<'c> {
             }
             None => None,
         };
-        Ok(StagedRow {
+        Ok(Staged::Row(StagedRow {
             table: table_index,
             key,
             endpoints,
             cells,
-        })
+        }))
+    }
+
+    /// A delete line: `{"delete": T, "key": K}` for a node type or an edge type with its
+    /// own `@key`, `{"delete": E, "from": A, "to": B}` for an edge type without one.
+    fn stage_delete<'l>(&self, envelope: &Envelope<'l>) -> Result<Staged<'l>, Reject> {
+        let others = [
+            ("type", &envelope.node_type),
+            ("edge", &envelope.edge_type),
+            ("data", &envelope.data),
+            ("from_type", &envelope.from_type),
+            ("to_type", &envelope.to_type),
+        ];
+        if let Some((member, _)) = others.iter().find(|(_, value)| value.is_some()) {
+            return Err(Reject::line(format!(
+                "a delete line holds only \"delete\" and \"key\" (or \"from\" and \"to\" for an edge), not \"{member}\""
+            )));
+        }
+        let Some(Json::Str(name)) = &envelope.delete else {
+            return Err(Reject::line(format!(
+                "\"delete\" must be a type name string, found {}",
+                envelope
+                    .delete
+                    .as_ref()
+                    .map_or("nothing".to_owned(), Json::describe)
+            )));
+        };
+        let Some(&table) = self.table_by_name.get(name.as_ref()) else {
+            return Err(Reject::line(self.unknown_type(name)));
+        };
+        let def = &self.catalog.types[table];
+        let key_field = def
+            .key
+            .as_ref()
+            .and_then(|key| def.fields.iter().find(|field| field.name == *key));
+        let id = match (key_field, def.kind) {
+            (Some(field), _) => {
+                if envelope.from.is_some() || envelope.to.is_some() {
+                    return Err(Reject::line(format!(
+                        "{} is deleted by its key: {{\"delete\": \"{}\", \"key\": ...}}, without \"from\"/\"to\"",
+                        def.name, def.name
+                    )));
+                }
+                let Some(value) = envelope.key.clone() else {
+                    return Err(Reject::field(
+                        "key",
+                        format!("missing \"key\" (the {} to delete)", field.name),
+                    ));
+                };
+                let cell =
+                    convert_field(field, value).map_err(|reason| Reject::field("key", reason))?;
+                match KeyValue::from_cell(&cell) {
+                    Some(KeyValue::Text(text)) if text.is_empty() => {
+                        return Err(Reject::field("key", "key must not be empty"))
+                    }
+                    Some(KeyValue::Text(text)) => text.into_owned(),
+                    Some(KeyValue::Int(value)) => value.to_string(),
+                    None => return Err(Reject::field("key", "key is missing or null")),
+                }
+            }
+            (None, TypeKind::Edge) => {
+                if envelope.key.is_some() {
+                    return Err(Reject::line(format!(
+                        "{} has no @key: delete its edge by {{\"delete\": \"{}\", \"from\": ..., \"to\": ...}}",
+                        def.name, def.name
+                    )));
+                }
+                let (from, to) = check_endpoints(def, envelope)?;
+                super::edge_id(&from, &to)
+            }
+            (None, TypeKind::Node) => {
+                return Err(Reject::line(format!(
+                    "node type {} declares no @key field",
+                    def.name
+                )))
+            }
+        };
+        Ok(Staged::Delete { table, id })
     }
 
     /// Find the type a line names and check it is used as the right kind.

@@ -1,7 +1,9 @@
 //! NDJSON → Arrow record batches, one per type, with per-line validation.
 //!
-//! A line is either `{"type": T, "data": {...}}` (a node) or
-//! `{"edge": E, "from": KEY, "to": KEY, "data": {...}}` (an edge). Every value of a line is
+//! A line is either `{"type": T, "data": {...}}` (a node),
+//! `{"edge": E, "from": KEY, "to": KEY, "data": {...}}` (an edge), or a delete:
+//! `{"delete": T, "key": KEY}` (a node, or an edge with its own `@key`) or
+//! `{"delete": E, "from": KEY, "to": KEY}` (an edge without one). Every value of a line is
 //! converted and checked before anything is appended, so a rejected line contributes no
 //! row at all.
 
@@ -47,6 +49,8 @@ use crate::schema::Catalog;
 pub struct Decoded {
     /// One batch per type that received rows, in declaration order.
     pub batches: Vec<TypeBatch>,
+    /// The keys delete lines name, one entry per type that has any, in declaration order.
+    pub deletes: Vec<TypeDeletes>,
     /// Rejected lines, in line order.
     pub rejects: Vec<LineError>,
 }
@@ -74,6 +78,26 @@ pub struct TypeBatch {
     /// Schema is exactly `TypeDef::arrow_schema()`.
     pub batch: RecordBatch,
     /// Source line of each row, parallel to the batch rows.
+    pub lines: Vec<u64>,
+}
+
+impl TypeBatch {
+    /// No rows of `ty`.
+    pub fn empty(ty: &crate::schema::TypeDef) -> TypeBatch {
+        TypeBatch {
+            type_name: ty.name.clone(),
+            batch: RecordBatch::new_empty(ty.arrow_schema()),
+            lines: Vec::new(),
+        }
+    }
+}
+
+/// The keys (`id` values) the delete lines of one type name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeDeletes {
+    pub type_name: String,
+    pub ids: Vec<String>,
+    /// Source line of each id, parallel to `ids`.
     pub lines: Vec<u64>,
 }
 

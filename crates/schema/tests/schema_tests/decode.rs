@@ -305,7 +305,7 @@ rejection_tests! {
     edge_type_used_as_node: r#"{"type":"Knows","data":{}}"# => None,
         r#"Knows is an edge type: write {"edge": "Knows", "from": ..., "to": ...}, not "type""#;
     unknown_envelope_key: r#"{"type":"Person","dat":{"name":"x"}}"# => None,
-        r#"unknown key "dat" (expected type, edge, from, to, from_type, to_type, data)"#;
+        r#"unknown key "dat" (expected type, edge, from, to, from_type, to_type, data, delete, key)"#;
     edge_key_on_a_node: r#"{"type":"Person","from":"x","data":{"name":"x"}}"# => None,
         r#""from" only applies to edges, but Person is a node type"#;
     data_not_an_object: r#"{"type":"Person","data":["x"]}"# => None,
@@ -488,4 +488,40 @@ fn edge_ids_of_different_endpoints_never_collide() {
             }
         }
     }
+}
+
+/// Delete lines decode to the ids they name (an edge without `@key` by its ends, as its
+/// rows' ids are made), in line order, and count as no rows.
+#[test]
+fn delete_lines_name_ids() {
+    let text = [
+        r#"{"delete":"Person","key":"ada"}"#,
+        r#"{"delete":"Knows","from":"ada","to":"b->c"}"#,
+        r#"{"type":"Person","data":{"name":"bob"}}"#,
+        r#"{"delete":"Person","key":"cy"}"#,
+    ]
+    .join("\n");
+    let decoded = decode_str(&catalog(), &text);
+    assert!(decoded.rejects.is_empty(), "{:?}", decoded.rejects);
+    assert_eq!(decoded.row_count(), 1);
+    let deletes: Vec<(&str, Vec<String>, Vec<u64>)> = decoded
+        .deletes
+        .iter()
+        .map(|d| (d.type_name.as_str(), d.ids.clone(), d.lines.clone()))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            (
+                "Person",
+                vec!["ada".to_owned(), "cy".to_owned()],
+                vec![1, 4]
+            ),
+            (
+                "Knows",
+                vec![tributary_schema::edge_id("ada", "b->c")],
+                vec![2]
+            ),
+        ]
+    );
 }

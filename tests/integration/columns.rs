@@ -2,7 +2,7 @@
 
 use arrow_array::{Array, Int32Array, RecordBatch, StringArray};
 
-fn column<'b, T: 'static>(batch: &'b RecordBatch, column: &str) -> &'b T {
+pub fn column<'b, T: 'static>(batch: &'b RecordBatch, column: &str) -> &'b T {
     batch
         .column_by_name(column)
         .unwrap_or_else(|| panic!("no column {column}"))

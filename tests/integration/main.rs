@@ -6,6 +6,7 @@
 mod acknowledged;
 mod cleanup;
 mod columns;
+mod deletes;
 mod fold;
 mod fold_model;
 mod fresh;

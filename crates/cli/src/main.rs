@@ -343,6 +343,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 .iter()
                 .map(|(ty, n)| (ty.clone(), n.to_string()))
                 .collect();
+            rows.extend(
+                outcome
+                    .deleted
+                    .iter()
+                    .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
+            );
             rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
             emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
         }

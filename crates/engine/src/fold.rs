@@ -11,7 +11,7 @@ use tributary_memwal_adapter::{
     drain_shard, enrollment, table_state, wal_tails, TailDepth, WalTail,
 };
 use tributary_publisher::{BranchName, MAIN_BRANCH};
-use tributary_schema::{TablePath, TypeBatch};
+use tributary_schema::TablePath;
 use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
@@ -222,13 +222,11 @@ impl Graph {
         &self,
         turn: &WriteTurn,
         branch: &BranchName,
-        batches: &[TypeBatch],
+        types: &[&str],
     ) -> Result<()> {
-        let streamed = batches.iter().any(|b| {
-            self.catalog
-                .get(&b.type_name)
-                .is_some_and(|t| t.stream.is_some())
-        });
+        let streamed = types
+            .iter()
+            .any(|name| self.catalog.get(name).is_some_and(|t| t.stream.is_some()));
         if streamed && branch == MAIN_BRANCH {
             self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?;

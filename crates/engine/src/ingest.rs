@@ -350,6 +350,16 @@ impl Ingestor<'_> {
                 rejected.extend(not_streamed(&batch));
             }
         }
+        for delete in &decoded.deletes {
+            rejected.extend(delete.lines.iter().map(|&line| LineError {
+                line,
+                field: None,
+                reason: format!(
+                    "deleting {} rows is not streamed yet: send the delete with `load`",
+                    delete.type_name
+                ),
+            }));
+        }
         rejected.sort_by_key(|e| e.line);
         (accepted, rejected, last_line)
     }

@@ -48,6 +48,7 @@ mod load;
 mod ops;
 mod read;
 mod recovery;
+mod removals;
 mod status;
 mod streaming;
 pub mod wire;

@@ -4,13 +4,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch, UInt32Array};
-use lance::dataset::transaction::Transaction;
-use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
+use lance::dataset::{
+    MergeInsertBuilder, UncommittedMergeInsert, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
+};
 use lance::Dataset;
-use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
-use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
+use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeDeletes, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
@@ -19,6 +19,7 @@ use crate::error::{
     ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, PublishSnafu, Result,
 };
 use crate::graph::{At, Graph, WriteTurn};
+use crate::removals::Removals;
 
 /// What to do with a row whose key already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,6 +54,9 @@ pub struct LoadOutcome {
     pub commit: CommitRecord,
     /// Type name → rows written.
     pub rows: BTreeMap<String, u64>,
+    /// Type name → rows deleted (by delete lines, and edges of deleted nodes).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub deleted: BTreeMap<String, u64>,
 }
 
 impl Graph {
@@ -66,16 +70,18 @@ impl Graph {
             }
             .fail();
         }
-        self.load_batches(decoded.batches, options).await
+        self.load_batches(decoded.batches, decoded.deletes, options)
+            .await
     }
 
-    /// Load already-decoded batches as one graph commit.
+    /// Load already-decoded rows and deletes as one graph commit.
     pub async fn load_batches(
         &self,
         batches: Vec<TypeBatch>,
+        deletes: Vec<TypeDeletes>,
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
-        if batches.iter().all(|b| b.batch.num_rows() == 0) {
+        if batches.iter().all(|b| b.batch.num_rows() == 0) && deletes.is_empty() {
             return EmptyLoadSnafu.fail();
         }
         if options.branch != MAIN_BRANCH {
@@ -87,7 +93,7 @@ impl Graph {
                 .context(PublishSnafu)?;
         }
         let turn = self.write_turn(&options.branch).await?;
-        let loaded = self.load_in_turn(&turn, batches, options).await;
+        let loaded = self.load_in_turn(&turn, batches, deletes, options).await;
         turn.end().await;
         loaded
     }
@@ -99,37 +105,63 @@ impl Graph {
         &self,
         turn: &WriteTurn,
         batches: Vec<TypeBatch>,
+        deletes: Vec<TypeDeletes>,
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
-        self.fold_before_load(turn, &options.branch, &batches)
+        let batches = dedupe_keys(&self.catalog, batches, options.mode)?;
+        let (batches, removals) = Removals::resolve(&self.catalog, batches, deletes)?;
+        let touched: Vec<&str> = batches
+            .iter()
+            .map(|b| b.type_name.as_str())
+            .chain(removals.types())
+            .collect();
+        self.fold_before_load(turn, &options.branch, &touched)
             .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let batches = dedupe_keys(&self.catalog, batches, options.mode)?;
         let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
-        let errors = self.check_request(&tables, &batches, options.mode).await?;
+        let mut errors = removals.check(&self.catalog, &tables, &batches).await?;
+        errors.extend(
+            self.check_request(&tables, &batches, &removals, options.mode)
+                .await?,
+        );
         if !errors.is_empty() {
+            errors.sort_by_key(|e| e.line);
             return InvalidDataSnafu { errors }.fail();
         }
 
         // Stage every table; nothing is committed yet.
         let mut staged = Vec::with_capacity(batches.len());
         let mut rows = BTreeMap::new();
+        let mut deleted = BTreeMap::new();
         let mut rows_written = BTreeMap::new();
-        for batch in &batches {
+        let empty: Vec<TypeBatch> = removals
+            .types()
+            .filter(|name| !batches.iter().any(|b| b.type_name == *name))
+            .map(|name| Ok(TypeBatch::empty(self.type_def(name)?)))
+            .collect::<Result<_>>()?;
+        for batch in batches.iter().chain(&empty) {
             let ty = self.type_def(&batch.type_name)?;
             let path = ty.table_path();
             let dataset = Arc::new(tables.open(ty).await?);
-            let (transaction, affected) = self.stage(&dataset, &path, batch, options.mode).await?;
+            let predicate = removals.predicate(ty);
+            let merged = self
+                .stage(&dataset, &path, batch, predicate.as_deref(), options.mode)
+                .await?;
             let n = batch.batch.num_rows() as u64;
-            rows.insert(batch.type_name.clone(), n);
-            rows_written.insert(path.clone(), n);
+            if n > 0 {
+                rows.insert(batch.type_name.clone(), n);
+            }
+            if merged.stats.num_deleted_rows > 0 {
+                deleted.insert(batch.type_name.clone(), merged.stats.num_deleted_rows);
+            }
+            rows_written.insert(path.clone(), n + merged.stats.num_deleted_rows);
             staged.push(StagedWrite {
                 dataset,
                 path,
-                transaction,
-                affected,
+                transaction: merged.transaction,
+                affected: merged.affected_rows,
             });
         }
 
@@ -153,7 +185,11 @@ impl Graph {
         let commit = commit_intent(self.target_in(turn), &intent, staged)
             .await?
             .record;
-        Ok(LoadOutcome { commit, rows })
+        Ok(LoadOutcome {
+            commit,
+            rows,
+            deleted,
+        })
     }
 
     /// Check the request against the head it commits on: the keys `--mode insert`
@@ -163,10 +199,14 @@ impl Graph {
         &self,
         tables: &SnapshotTables<'_>,
         batches: &[TypeBatch],
+        removals: &Removals,
         mode: LoadMode,
     ) -> Result<Vec<LineError>> {
         let mut errors = Vec::new();
         let mut checker = ConstraintChecker::new(tables, Scope::Request);
+        for (type_name, keys) in removals.deleted_nodes(&self.catalog) {
+            checker.deleting_nodes(type_name, keys);
+        }
         // Nodes first: an edge may name a node this request writes.
         let mut ordered: Vec<(&TypeDef, &TypeBatch)> = batches
             .iter()
@@ -201,14 +241,17 @@ impl Graph {
         Ok(errors)
     }
 
-    /// Stage one table's rows: data files are written, no version is committed.
+    /// Stage one table's rows, and the deletion of the rows `delete_if` selects (rows the
+    /// batch does not rewrite): data files are written, no version is committed. One
+    /// merge-insert does both, so the table gets one transaction.
     async fn stage(
         &self,
         dataset: &Arc<Dataset>,
         path: &str,
         batch: &TypeBatch,
+        delete_if: Option<&str>,
         mode: LoadMode,
-    ) -> Result<(Transaction, Option<RowAddrTreeMap>)> {
+    ) -> Result<UncommittedMergeInsert> {
         let lance_err = |action: &'static str| LanceSnafu {
             action,
             table: path,
@@ -227,12 +270,16 @@ impl Graph {
             .when_matched(when_matched)
             .when_not_matched(WhenNotMatched::InsertAll)
             .skip_auto_cleanup(true);
+        if let Some(predicate) = delete_if {
+            builder.when_not_matched_by_source(
+                WhenNotMatchedBySource::delete_if(dataset, predicate)
+                    .context(lance_err("stage"))?,
+            );
+        }
         let job = builder.try_build().context(lance_err("stage"))?;
-        let staged = job
-            .execute_uncommitted_batches(vec![batch.batch.clone()])
+        job.execute_uncommitted_batches(vec![batch.batch.clone()])
             .await
-            .context(lance_err("stage"))?;
-        Ok((staged.transaction, staged.affected_rows))
+            .context(lance_err("stage"))
     }
 }
 

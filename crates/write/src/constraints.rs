@@ -128,6 +128,8 @@ pub struct ConstraintChecker<'a> {
     replaced: AHashMap<String, KeySet>,
     /// Type → keys whose new rows were refused: their snapshot rows (and values) stay.
     refused: AHashMap<String, AHashSet<String>>,
+    /// Node type → keys the write deletes: no edge may name them.
+    deleted_nodes: AHashMap<String, AHashSet<String>>,
 }
 
 /// A `@unique` field of one batch: its values, and which key holds each in the snapshot
@@ -152,7 +154,17 @@ impl<'a> ConstraintChecker<'a> {
             out_edges: HashMap::new(),
             replaced: AHashMap::new(),
             refused: AHashMap::new(),
+            deleted_nodes: AHashMap::new(),
         }
+    }
+
+    /// Keys of `node_type` the write deletes: an edge naming one is refused, whatever
+    /// the snapshot holds.
+    pub fn deleting_nodes<'k>(&mut self, node_type: &str, keys: impl IntoIterator<Item = &'k str>) {
+        self.deleted_nodes
+            .entry(node_type.to_owned())
+            .or_default()
+            .extend(keys.into_iter().map(str::to_owned));
     }
 
     /// Remember accepted keys only of these node types (the endpoints of the edges still
@@ -321,6 +333,7 @@ impl<'a> ConstraintChecker<'a> {
         for (column, field, node_type) in [("src", "from", &ends.from), ("dst", "to", &ends.to)] {
             let keys = string_column(batch, column);
             let accepted = self.accepted_nodes.get(node_type.as_str());
+            let deleted = self.deleted_nodes.get(node_type.as_str());
             let unknown = distinct(
                 keys.iter()
                     .flatten()
@@ -342,13 +355,19 @@ impl<'a> ConstraintChecker<'a> {
             let mut rows = HashMap::new();
             for (row, key) in keys.iter().enumerate() {
                 let Some(key) = key else { continue };
-                if accepted.is_some_and(|a| a.contains(key)) || found.contains(key) {
+                let message = if deleted.is_some_and(|d| d.contains(key)) {
+                    format!(
+                        "{node_type} `{key}` is deleted by this write (edge {} needs it as `{field}`)",
+                        ty.name
+                    )
+                } else if accepted.is_some_and(|a| a.contains(key)) || found.contains(key) {
                     continue;
-                }
-                let message = format!(
-                    "{node_type} `{key}` does not exist (edge {} needs it as `{field}`)",
-                    ty.name
-                );
+                } else {
+                    format!(
+                        "{node_type} `{key}` does not exist (edge {} needs it as `{field}`)",
+                        ty.name
+                    )
+                };
                 rows.insert(row, message);
             }
             out.push((field, rows));

@@ -99,6 +99,25 @@ fn remote_commands_print_what_embedded_ones_print() {
         mask_ids(&loaded),
         mask_ids(&ok(&["load", &embedded, &data, "--format", "ndjson"]))
     );
+    // Deletes, by key and by an edge's ends; a deleted node's edges go with it.
+    let deletes = dir.path().join("deletes.ndjson");
+    std::fs::write(
+        &deletes,
+        concat!(
+            r#"{"delete":"Person","key":"person-0000"}"#,
+            "\n",
+            r#"{"delete":"WorksAt","from":"person-0001","to":"company-015"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let deletes = deletes.to_string_lossy().into_owned();
+    let deleted = remote(&["load", "g", &deletes, "--format", "ndjson"]);
+    assert!(deleted.contains("Person deleted"), "{deleted}");
+    assert_eq!(
+        mask_ids(&deleted),
+        mask_ids(&ok(&["load", &embedded, &deletes, "--format", "ndjson"]))
+    );
     // Batching follows arrival, so compare what the acknowledgements add up to.
     let acks = |text: &str| {
         let records: Vec<serde_json::Value> = text

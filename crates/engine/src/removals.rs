@@ -1,0 +1,267 @@
+//! The deletes of one load: which keys go (the last line per key wins between a row and a
+//! delete), the edges that go with a deleted node, and the `@card` minimum a delete must
+//! not break.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use arrow_array::BooleanArray;
+use snafu::ResultExt;
+use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeDeletes, TypeKind};
+use tributary_storage::quote;
+use tributary_write::lookup::string_column;
+use tributary_write::SnapshotTables;
+
+use crate::error::{ArrowSnafu, LanceSnafu, Result};
+
+/// Key → the line of its delete.
+type Keys = BTreeMap<String, u64>;
+
+#[derive(Debug, Default)]
+pub(crate) struct Removals {
+    /// Type → the keys its delete lines name.
+    named: BTreeMap<String, Keys>,
+    /// Edge type → edges leaving a deleted node (`src`), and edges reaching one (`dst`).
+    cascades: BTreeMap<String, (Keys, Keys)>,
+}
+
+impl Removals {
+    /// Settle rows against deletes of the same key: the later line wins (a delete, then a
+    /// row, leaves the row; a row, then a delete, leaves none). `batches` hold one row
+    /// per key already.
+    pub fn resolve(
+        catalog: &Catalog,
+        batches: Vec<TypeBatch>,
+        deletes: Vec<TypeDeletes>,
+    ) -> Result<(Vec<TypeBatch>, Removals)> {
+        let mut removals = Removals::default();
+        for delete in deletes {
+            let keys = removals.named.entry(delete.type_name).or_default();
+            for (id, line) in delete.ids.into_iter().zip(delete.lines) {
+                let kept = keys.entry(id).or_insert(line);
+                *kept = (*kept).max(line);
+            }
+        }
+        let mut out = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let Some(keys) = removals.named.get_mut(&batch.type_name) else {
+                out.push(batch);
+                continue;
+            };
+            let ids = string_column(&batch.batch, "id");
+            let keep: Vec<bool> = (0..batch.batch.num_rows())
+                .map(|row| match keys.get(ids.value(row)) {
+                    Some(&deleted_on) if deleted_on > batch.lines[row] => false,
+                    Some(_) => {
+                        keys.remove(ids.value(row));
+                        true
+                    }
+                    None => true,
+                })
+                .collect();
+            if keep.iter().all(|k| *k) {
+                out.push(batch);
+                continue;
+            }
+            let lines = batch
+                .lines
+                .iter()
+                .zip(&keep)
+                .filter_map(|(line, keep)| keep.then_some(*line))
+                .collect();
+            let rows =
+                arrow_select::filter::filter_record_batch(&batch.batch, &BooleanArray::from(keep))
+                    .context(ArrowSnafu {
+                        action: "drop rows a later line deletes",
+                    })?;
+            if rows.num_rows() > 0 {
+                out.push(TypeBatch {
+                    type_name: batch.type_name,
+                    batch: rows,
+                    lines,
+                });
+            }
+        }
+        removals.named.retain(|_, keys| !keys.is_empty());
+        for (name, keys) in &removals.named {
+            let Some(ty) = catalog.get(name).filter(|ty| ty.kind == TypeKind::Node) else {
+                continue;
+            };
+            for edge in &catalog.types {
+                let Some(ends) = &edge.edge else { continue };
+                if ends.from == ty.name {
+                    let cascade = removals.cascades.entry(edge.name.clone()).or_default();
+                    cascade.0.extend(keys.iter().map(|(k, l)| (k.clone(), *l)));
+                }
+                if ends.to == ty.name {
+                    let cascade = removals.cascades.entry(edge.name.clone()).or_default();
+                    cascade.1.extend(keys.iter().map(|(k, l)| (k.clone(), *l)));
+                }
+            }
+        }
+        Ok((out, removals))
+    }
+
+    /// The types this load deletes rows of.
+    pub fn types(&self) -> impl Iterator<Item = &str> {
+        let named = self.named.keys();
+        let cascaded = self
+            .cascades
+            .keys()
+            .filter(|name| !self.named.contains_key(*name));
+        named.chain(cascaded).map(String::as_str)
+    }
+
+    /// Node type → the keys deleted.
+    pub fn deleted_nodes<'a>(
+        &'a self,
+        catalog: &'a Catalog,
+    ) -> impl Iterator<Item = (&'a str, Vec<&'a str>)> + 'a {
+        self.named.iter().filter_map(move |(name, keys)| {
+            let ty = catalog.get(name)?;
+            (ty.kind == TypeKind::Node)
+                .then(|| (name.as_str(), keys.keys().map(String::as_str).collect()))
+        })
+    }
+
+    /// The filter of `ty`'s rows this load deletes, if any.
+    pub fn predicate(&self, ty: &TypeDef) -> Option<String> {
+        let in_list = |column: &str, keys: &Keys| {
+            (!keys.is_empty()).then(|| {
+                let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
+                format!("{column} IN ({})", list.join(", "))
+            })
+        };
+        let mut parts = Vec::new();
+        parts.extend(
+            self.named
+                .get(&ty.name)
+                .and_then(|keys| in_list("id", keys)),
+        );
+        if let Some((src, dst)) = self.cascades.get(&ty.name) {
+            parts.extend(in_list("src", src));
+            parts.extend(in_list("dst", dst));
+        }
+        (!parts.is_empty()).then(|| parts.join(" OR "))
+    }
+
+    /// A delete may not leave a source node below its edge type's `@card` minimum: for
+    /// every such edge type with edges going, each surviving source keeps enough (its
+    /// edges in the snapshot, less those going, plus new ones this load writes).
+    pub async fn check(
+        &self,
+        catalog: &Catalog,
+        tables: &SnapshotTables<'_>,
+        batches: &[TypeBatch],
+    ) -> Result<Vec<LineError>> {
+        let mut errors = Vec::new();
+        for edge in &catalog.types {
+            let Some(ends) = &edge.edge else { continue };
+            let Some(card) = ends.card.filter(|card| card.min > 0) else {
+                continue;
+            };
+            let named = self.named.get(&edge.name);
+            let reaching = self
+                .cascades
+                .get(&edge.name)
+                .map(|(_, dst)| dst)
+                .filter(|dst| !dst.is_empty());
+            if named.is_none() && reaching.is_none() {
+                continue;
+            }
+            let gone_sources = self.named.get(&ends.from);
+            let table = tables.open(edge).await?;
+            let mut parts = Vec::new();
+            let in_list = |column: &str, keys: &Keys| {
+                let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
+                format!("{column} IN ({})", list.join(", "))
+            };
+            parts.extend(named.map(|keys| in_list("id", keys)));
+            parts.extend(reaching.map(|keys| in_list("dst", keys)));
+            let going = edge_rows(&table, &edge.name, &parts.join(" OR ")).await?;
+            // Surviving source → (its edges going, the line that takes the first of them).
+            let mut losing: HashMap<String, (HashSet<String>, u64)> = HashMap::new();
+            for (id, src, dst) in going {
+                if gone_sources.is_some_and(|keys| keys.contains_key(&src)) {
+                    continue;
+                }
+                let line = named
+                    .and_then(|keys| keys.get(&id))
+                    .or_else(|| reaching.and_then(|keys| keys.get(&dst)))
+                    .copied()
+                    .unwrap_or_default();
+                let entry = losing.entry(src).or_insert_with(|| (HashSet::new(), line));
+                entry.0.insert(id);
+                entry.1 = entry.1.min(line);
+            }
+            if losing.is_empty() {
+                continue;
+            }
+            let sources: Vec<String> = losing.keys().map(|s| quote(s)).collect();
+            let kept = edge_rows(
+                &table,
+                &edge.name,
+                &format!("src IN ({})", sources.join(", ")),
+            )
+            .await?;
+            let mut remaining: HashMap<&str, HashSet<&str>> = HashMap::new();
+            for (id, src, _) in &kept {
+                if !losing.get(src).is_some_and(|(going, _)| going.contains(id)) {
+                    remaining.entry(src).or_default().insert(id);
+                }
+            }
+            if let Some(batch) = batches.iter().find(|b| b.type_name == edge.name) {
+                let ids = string_column(&batch.batch, "id");
+                let srcs = string_column(&batch.batch, "src");
+                for row in 0..batch.batch.num_rows() {
+                    remaining
+                        .entry(srcs.value(row))
+                        .or_default()
+                        .insert(ids.value(row));
+                }
+            }
+            for (src, (_, line)) in &losing {
+                let left = remaining.get(src.as_str()).map_or(0, HashSet::len);
+                if (left as u64) < card.min {
+                    errors.push(LineError {
+                        line: *line,
+                        field: None,
+                        reason: format!(
+                            "this delete would leave {} `{src}` with {left} {} edge(s); {} @card({card}) needs at least {}",
+                            ends.from, edge.name, edge.name, card.min
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(errors)
+    }
+}
+
+/// `(id, src, dst)` of the edges of `table` that `filter` selects.
+async fn edge_rows(
+    table: &lance::Dataset,
+    name: &str,
+    filter: &str,
+) -> Result<Vec<(String, String, String)>> {
+    let lance = || LanceSnafu {
+        action: "find the edges a delete takes",
+        table: name.to_owned(),
+    };
+    let mut scan = table.scan();
+    scan.filter(filter)
+        .and_then(|scan| scan.project(&["id", "src", "dst"]))
+        .context(lance())?;
+    let batch = scan.try_into_batch().await.context(lance())?;
+    let ids = string_column(&batch, "id");
+    let srcs = string_column(&batch, "src");
+    let dsts = string_column(&batch, "dst");
+    Ok((0..batch.num_rows())
+        .map(|row| {
+            (
+                ids.value(row).to_owned(),
+                srcs.value(row).to_owned(),
+                dsts.value(row).to_owned(),
+            )
+        })
+        .collect())
+}

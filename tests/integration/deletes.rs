@@ -249,3 +249,118 @@ async fn ingest_refuses_a_delete_line_and_says_to_load_it() {
         ack.rejected
     );
 }
+
+/// An edge deleted in a load frees its place under a `@card` maximum for an edge the same
+/// load writes, whether it goes by its ends or with its node.
+#[tokio::test]
+async fn a_deleted_edge_makes_room_under_a_card_maximum() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    load(
+        &graph,
+        &[
+            person("ada", 1),
+            company("acme"),
+            company("globex"),
+            company("initech"),
+            edge("WorksAt", "ada", "acme"),
+        ],
+    )
+    .await;
+    load(
+        &graph,
+        &[
+            delete_edge("WorksAt", "ada", "acme"),
+            edge("WorksAt", "ada", "globex"),
+        ],
+    )
+    .await;
+    assert_eq!(ids(&graph, "WorksAt").await, ["ada->globex"]);
+    load(
+        &graph,
+        &[
+            delete("Company", "globex"),
+            edge("WorksAt", "ada", "initech"),
+        ],
+    )
+    .await;
+    assert_eq!(ids(&graph, "WorksAt").await, ["ada->initech"]);
+}
+
+/// A deleted node's `@unique` values are free for the rows of the same load.
+#[tokio::test]
+async fn a_deleted_nodes_unique_value_is_free_in_the_same_load() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    load(
+        &graph,
+        &[tributary_tests::person_with_email("ada", "a@x.io")],
+    )
+    .await;
+    load(
+        &graph,
+        &[
+            delete("Person", "ada"),
+            tributary_tests::person_with_email("ada2", "a@x.io"),
+        ],
+    )
+    .await;
+    assert_eq!(ids(&graph, "Person").await, ["ada2"]);
+}
+
+/// A node deleted and written again in one load comes back without the edges it had.
+#[tokio::test]
+async fn a_node_deleted_and_written_again_comes_back_without_its_edges() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    load(
+        &graph,
+        &[
+            person("ada", 1),
+            person("bob", 1),
+            edge("Knows", "ada", "bob"),
+            edge("Knows", "bob", "ada"),
+        ],
+    )
+    .await;
+    load(&graph, &[delete("Person", "bob"), person("bob", 2)]).await;
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+    assert!(ids(&graph, "Knows").await.is_empty());
+}
+
+/// A keyed edge the load moves to another source no longer counts for the old one.
+#[tokio::test]
+async fn a_keyed_edge_moved_away_does_not_hold_its_old_source_above_the_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let schema = r#"
+node Person { name: String @key }
+node Item { name: String @key }
+edge Owns: Person -> Item @card(1..) { oid: String @key }
+"#;
+    let graph = Graph::init(&uri, schema).await.unwrap();
+    let node = |ty: &str, n: &str| format!(r#"{{"type":"{ty}","data":{{"name":"{n}"}}}}"#);
+    let owns = |oid: &str, from: &str, to: &str| {
+        format!(r#"{{"edge":"Owns","from":"{from}","to":"{to}","data":{{"oid":"{oid}"}}}}"#)
+    };
+    load(
+        &graph,
+        &[
+            node("Person", "ada"),
+            node("Person", "bob"),
+            node("Item", "i1"),
+            node("Item", "i2"),
+            owns("o1", "ada", "i1"),
+            owns("o2", "ada", "i2"),
+            owns("o3", "bob", "i1"),
+        ],
+    )
+    .await;
+    let error = graph
+        .load(
+            &ndjson(&[delete("Owns", "o1"), owns("o2", "bob", "i2")]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(error.line_errors().len(), 1, "{error}");
+    assert!(error.to_string().contains("Person `ada`"), "{error}");
+    assert_eq!(ids(&graph, "Owns").await, ["o1", "o2", "o3"]);
+}

@@ -121,9 +121,9 @@ impl Graph {
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
         let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
-        let mut errors = removals.check(&self.catalog, &tables, &batches).await?;
+        let (going, mut errors) = removals.check(&self.catalog, &tables, &batches).await?;
         errors.extend(
-            self.check_request(&tables, &batches, &removals, options.mode)
+            self.check_request(&tables, &batches, &removals, &going, options.mode)
                 .await?,
         );
         if !errors.is_empty() {
@@ -200,12 +200,16 @@ impl Graph {
         tables: &SnapshotTables<'_>,
         batches: &[TypeBatch],
         removals: &Removals,
+        going: &[(String, Vec<String>)],
         mode: LoadMode,
     ) -> Result<Vec<LineError>> {
         let mut errors = Vec::new();
         let mut checker = ConstraintChecker::new(tables, Scope::Request);
         for (type_name, keys) in removals.deleted_nodes(&self.catalog) {
             checker.deleting_nodes(type_name, keys);
+        }
+        for (edge_type, ids) in going {
+            checker.deleting_edges(edge_type, ids.iter().map(String::as_str));
         }
         // Nodes first: an edge may name a node this request writes.
         let mut ordered: Vec<(&TypeDef, &TypeBatch)> = batches

@@ -41,6 +41,9 @@ impl Removals {
                 *kept = (*kept).max(line);
             }
         }
+        // A node deleted and then written again in the same request loses the edges it
+        // had (the delete took them); only the node row comes back.
+        removals.cascade_nodes_of(catalog);
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches {
             let Some(keys) = removals.named.get_mut(&batch.type_name) else {
@@ -82,23 +85,27 @@ impl Removals {
             }
         }
         removals.named.retain(|_, keys| !keys.is_empty());
-        for (name, keys) in &removals.named {
+        Ok((out, removals))
+    }
+
+    /// Every deleted node's edges, in and out, go too.
+    fn cascade_nodes_of(&mut self, catalog: &Catalog) {
+        for (name, keys) in &self.named {
             let Some(ty) = catalog.get(name).filter(|ty| ty.kind == TypeKind::Node) else {
                 continue;
             };
             for edge in &catalog.types {
                 let Some(ends) = &edge.edge else { continue };
                 if ends.from == ty.name {
-                    let cascade = removals.cascades.entry(edge.name.clone()).or_default();
+                    let cascade = self.cascades.entry(edge.name.clone()).or_default();
                     cascade.0.extend(keys.iter().map(|(k, l)| (k.clone(), *l)));
                 }
                 if ends.to == ty.name {
-                    let cascade = removals.cascades.entry(edge.name.clone()).or_default();
+                    let cascade = self.cascades.entry(edge.name.clone()).or_default();
                     cascade.1.extend(keys.iter().map(|(k, l)| (k.clone(), *l)));
                 }
             }
         }
-        Ok((out, removals))
     }
 
     /// The types this load deletes rows of.
@@ -144,49 +151,56 @@ impl Removals {
         (!parts.is_empty()).then(|| parts.join(" OR "))
     }
 
-    /// A delete may not leave a source node below its edge type's `@card` minimum: for
-    /// every such edge type with edges going, each surviving source keeps enough (its
-    /// edges in the snapshot, less those going, plus new ones this load writes).
+    /// The edges this load deletes of every edge type with a `@card`, as
+    /// `(edge type, ids)` for the checker (an edge going frees its place under the
+    /// maximum), and the lines that break a minimum: a delete may not leave a surviving
+    /// source node below it (its edges in the snapshot, less those going and those the
+    /// request moves to another source, plus the ones the request writes).
     pub async fn check(
         &self,
         catalog: &Catalog,
         tables: &SnapshotTables<'_>,
         batches: &[TypeBatch],
-    ) -> Result<Vec<LineError>> {
+    ) -> Result<(Vec<(String, Vec<String>)>, Vec<LineError>)> {
         let mut errors = Vec::new();
+        let mut going_ids = Vec::new();
+        let empty = Keys::new();
         for edge in &catalog.types {
             let Some(ends) = &edge.edge else { continue };
-            let Some(card) = ends.card.filter(|card| card.min > 0) else {
-                continue;
-            };
-            let named = self.named.get(&edge.name);
-            let reaching = self
+            let Some(card) = ends.card else { continue };
+            let named = self.named.get(&edge.name).unwrap_or(&empty);
+            let (leaving, reaching) = self
                 .cascades
                 .get(&edge.name)
-                .map(|(_, dst)| dst)
-                .filter(|dst| !dst.is_empty());
-            if named.is_none() && reaching.is_none() {
+                .map_or((&empty, &empty), |(src, dst)| (src, dst));
+            let mut parts = Vec::new();
+            for (column, keys) in [("id", named), ("src", leaving), ("dst", reaching)] {
+                if !keys.is_empty() {
+                    let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
+                    parts.push(format!("{column} IN ({})", list.join(", ")));
+                }
+            }
+            if parts.is_empty() {
                 continue;
             }
-            let gone_sources = self.named.get(&ends.from);
             let table = tables.open(edge).await?;
-            let mut parts = Vec::new();
-            let in_list = |column: &str, keys: &Keys| {
-                let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
-                format!("{column} IN ({})", list.join(", "))
-            };
-            parts.extend(named.map(|keys| in_list("id", keys)));
-            parts.extend(reaching.map(|keys| in_list("dst", keys)));
             let going = edge_rows(&table, &edge.name, &parts.join(" OR ")).await?;
+            going_ids.push((
+                edge.name.clone(),
+                going.iter().map(|(id, _, _)| id.clone()).collect(),
+            ));
+            if card.min == 0 {
+                continue;
+            }
             // Surviving source → (its edges going, the line that takes the first of them).
             let mut losing: HashMap<String, (HashSet<String>, u64)> = HashMap::new();
             for (id, src, dst) in going {
-                if gone_sources.is_some_and(|keys| keys.contains_key(&src)) {
+                if leaving.contains_key(&src) {
                     continue;
                 }
                 let line = named
-                    .and_then(|keys| keys.get(&id))
-                    .or_else(|| reaching.and_then(|keys| keys.get(&dst)))
+                    .get(&id)
+                    .or_else(|| reaching.get(&dst))
                     .copied()
                     .unwrap_or_default();
                 let entry = losing.entry(src).or_insert_with(|| (HashSet::new(), line));
@@ -195,6 +209,15 @@ impl Removals {
             }
             if losing.is_empty() {
                 continue;
+            }
+            // The request's own edges of this type: id → source.
+            let mut written: HashMap<&str, &str> = HashMap::new();
+            if let Some(batch) = batches.iter().find(|b| b.type_name == edge.name) {
+                let ids = string_column(&batch.batch, "id");
+                let srcs = string_column(&batch.batch, "src");
+                for row in 0..batch.batch.num_rows() {
+                    written.insert(ids.value(row), srcs.value(row));
+                }
             }
             let sources: Vec<String> = losing.keys().map(|s| quote(s)).collect();
             let kept = edge_rows(
@@ -205,19 +228,14 @@ impl Removals {
             .await?;
             let mut remaining: HashMap<&str, HashSet<&str>> = HashMap::new();
             for (id, src, _) in &kept {
-                if !losing.get(src).is_some_and(|(going, _)| going.contains(id)) {
+                let going = losing.get(src).is_some_and(|(going, _)| going.contains(id));
+                let moved = written.get(id.as_str()).is_some_and(|to| *to != src);
+                if !going && !moved {
                     remaining.entry(src).or_default().insert(id);
                 }
             }
-            if let Some(batch) = batches.iter().find(|b| b.type_name == edge.name) {
-                let ids = string_column(&batch.batch, "id");
-                let srcs = string_column(&batch.batch, "src");
-                for row in 0..batch.batch.num_rows() {
-                    remaining
-                        .entry(srcs.value(row))
-                        .or_default()
-                        .insert(ids.value(row));
-                }
+            for (id, src) in &written {
+                remaining.entry(src).or_default().insert(id);
             }
             for (src, (_, line)) in &losing {
                 let left = remaining.get(src.as_str()).map_or(0, HashSet::len);
@@ -226,14 +244,14 @@ impl Removals {
                         line: *line,
                         field: None,
                         reason: format!(
-                            "this delete would leave {} `{src}` with {left} {} edge(s); {} @card({card}) needs at least {}",
+                            "deleting here would leave {} `{src}` with {left} {} edge(s); {} @card({card}) needs at least {}",
                             ends.from, edge.name, edge.name, card.min
                         ),
                     });
                 }
             }
         }
-        Ok(errors)
+        Ok((going_ids, errors))
     }
 }
 

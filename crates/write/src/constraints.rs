@@ -128,8 +128,11 @@ pub struct ConstraintChecker<'a> {
     replaced: AHashMap<String, KeySet>,
     /// Type → keys whose new rows were refused: their snapshot rows (and values) stay.
     refused: AHashMap<String, AHashSet<String>>,
-    /// Node type → keys the write deletes: no edge may name them.
+    /// Node type → keys the write deletes: no edge may name them, and their `@unique`
+    /// values are free.
     deleted_nodes: AHashMap<String, AHashSet<String>>,
+    /// Edge type → ids the write deletes: they take no place under a `@card`.
+    deleted_edges: AHashMap<String, AHashSet<String>>,
 }
 
 /// A `@unique` field of one batch: its values, and which key holds each in the snapshot
@@ -155,7 +158,16 @@ impl<'a> ConstraintChecker<'a> {
             replaced: AHashMap::new(),
             refused: AHashMap::new(),
             deleted_nodes: AHashMap::new(),
+            deleted_edges: AHashMap::new(),
         }
+    }
+
+    /// Edges of `edge_type` the write deletes: they count for no source's `@card`.
+    pub fn deleting_edges<'k>(&mut self, edge_type: &str, ids: impl IntoIterator<Item = &'k str>) {
+        self.deleted_edges
+            .entry(edge_type.to_owned())
+            .or_default()
+            .extend(ids.into_iter().map(str::to_owned));
     }
 
     /// Keys of `node_type` the write deletes: an edge naming one is refused, whatever
@@ -385,6 +397,7 @@ impl<'a> ConstraintChecker<'a> {
     ) -> Result<Vec<UniqueField>> {
         let replaced = self.replaced.get(&ty.name);
         let refused = self.refused.get(&ty.name);
+        let deleted = self.deleted_nodes.get(&ty.name);
         let mut out = Vec::new();
         for field in ty.fields.iter().filter(|f| f.unique) {
             let Some(column) = batch.column_by_name(&field.name) else {
@@ -400,6 +413,10 @@ impl<'a> ConstraintChecker<'a> {
             let mut freed = HashMap::new();
             for (id, value) in lookup_values(table, &field.name, &wanted, literal, &ty.name).await?
             {
+                // A holder this write deletes holds nothing once it commits.
+                if deleted.is_some_and(|d| d.contains(&id)) {
+                    continue;
+                }
                 let replacing = replaced.is_some_and(|r| r.contains(&id))
                     && refused.is_none_or(|r| !r.contains(&id));
                 if replacing {
@@ -568,8 +585,11 @@ impl<'a> ConstraintChecker<'a> {
         for src in &unknown {
             known.entry(src.clone()).or_default();
         }
+        let deleted = self.deleted_edges.get(&ty.name);
         for (id, src) in lookup_values(table, "src", &unknown, Literal::Quoted, &ty.name).await? {
-            known.entry(src).or_default().insert(id);
+            if deleted.is_none_or(|d| !d.contains(&id)) {
+                known.entry(src).or_default().insert(id);
+            }
         }
         Ok(Some((card, srcs)))
     }

@@ -30,7 +30,7 @@ impl Default for WriterSettings {
         WriterSettings {
             wal_buffer_bytes: 1,
             wal_flush_interval: Duration::from_millis(100),
-            memtable_rows: 100_000,
+            memtable_rows: 50_000,
             memtable_bytes: 64 << 20,
             max_unflushed_bytes: 256 << 20,
         }

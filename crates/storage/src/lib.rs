@@ -62,6 +62,11 @@ impl GraphStore {
     }
 
     /// Like [`GraphStore::new`], counting every object-store operation in `counter`.
+    /// Bytes held by the Lance caches (index and metadata) of this graph's session.
+    pub fn cache_bytes(&self) -> u64 {
+        self.session.size_bytes()
+    }
+
     pub fn with_counter(uri: &str, counter: Option<OpCounter>) -> Result<Self> {
         let root = local_root(uri)?;
         let wrapper = Arc::new(GraphStoreWrapper::local(counter.clone()));

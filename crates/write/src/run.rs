@@ -41,7 +41,9 @@ pub enum RejectPolicy {
 #[derive(Debug, Clone)]
 pub struct FoldSettings {
     pub policy: RejectPolicy,
-    /// Rows validated at once; bounds the fold's memory (with keys kept, not rows).
+    /// Rows validated at once. The fold keeps its keys (not rows) whole; Lance's merge-insert
+    /// grows with the rows it merges and the table it merges into, so `max_rows` is what
+    /// bounds a fold's memory.
     pub chunk_rows: usize,
     /// At most this many pending rows per fold (whole generations; at least one): a
     /// backlog larger than this is folded by several commits, oldest generations first.

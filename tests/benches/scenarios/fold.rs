@@ -73,8 +73,9 @@ pub async fn fold_throughput(pending: usize) {
 }
 
 /// Peak memory of folding a backlog of `backlog` rows with at most `max_rows` per fold
-/// (one graph commit each): it follows the fold's size, not the backlog's.
-pub async fn fold_memory(max_rows: u64, backlog: usize) {
+/// (one graph commit each), into a table already holding `base` rows: whether it follows
+/// the backlog, or the fold's size and the table's.
+pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, SCHEMA).await.expect("init");
@@ -85,19 +86,28 @@ pub async fn fold_memory(max_rows: u64, backlog: usize) {
         .open()
         .await
         .expect("open");
+    if base > 0 {
+        ingest_rows(&graph, "base", base).await;
+        graph.fold("main").await.expect("base fold");
+    }
     ingest_rows(&graph, "m", backlog).await;
     graph.close_writers().await.expect("flush");
     reset_peak_rss();
     let before = rss_mib();
+    let cache_before = graph.store().cache_bytes();
     let outcome = graph.fold("main").await.expect("fold");
     let peak = peak_rss_mib();
+    let cache_added = graph.store().cache_bytes().saturating_sub(cache_before);
     assert_eq!(outcome.rows["Person"] as usize, backlog);
     report(json!({
         "scenario": "fold_memory",
         "max_rows_per_fold": max_rows,
         "backlog_rows": backlog,
+        "base_rows": base,
         "commits": outcome.commits,
         "fold_peak_rss_added_mib": peak - before,
+        // What Lance's session caches (index and metadata) took on during the fold.
+        "lance_cache_added_mib": cache_added as f64 / (1024.0 * 1024.0),
     }));
 }
 

@@ -205,11 +205,11 @@ impl Graph {
     ) -> Result<Vec<LineError>> {
         let mut errors = Vec::new();
         let mut checker = ConstraintChecker::new(tables, Scope::Request);
-        for (type_name, keys) in removals.deleted_nodes(&self.catalog) {
-            checker.deleting_nodes(type_name, keys);
+        for (type_name, keys) in removals.named() {
+            checker.deleting(type_name, keys);
         }
         for (edge_type, ids) in going {
-            checker.deleting_edges(edge_type, ids.iter().map(String::as_str));
+            checker.deleting(edge_type, ids.iter().map(String::as_str));
         }
         // Nodes first: an edge may name a node this request writes.
         let mut ordered: Vec<(&TypeDef, &TypeBatch)> = batches

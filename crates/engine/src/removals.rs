@@ -118,16 +118,11 @@ impl Removals {
         named.chain(cascaded).map(String::as_str)
     }
 
-    /// Node type → the keys deleted.
-    pub fn deleted_nodes<'a>(
-        &'a self,
-        catalog: &'a Catalog,
-    ) -> impl Iterator<Item = (&'a str, Vec<&'a str>)> + 'a {
-        self.named.iter().filter_map(move |(name, keys)| {
-            let ty = catalog.get(name)?;
-            (ty.kind == TypeKind::Node)
-                .then(|| (name.as_str(), keys.keys().map(String::as_str).collect()))
-        })
+    /// Type → the keys its delete lines name (and that no later line writes again).
+    pub fn named(&self) -> impl Iterator<Item = (&str, impl Iterator<Item = &str>)> {
+        self.named
+            .iter()
+            .map(|(name, keys)| (name.as_str(), keys.keys().map(String::as_str)))
     }
 
     /// The filter of `ty`'s rows this load deletes, if any.
@@ -168,23 +163,16 @@ impl Removals {
         for edge in &catalog.types {
             let Some(ends) = &edge.edge else { continue };
             let Some(card) = ends.card else { continue };
+            let Some(filter) = self.predicate(edge) else {
+                continue;
+            };
             let named = self.named.get(&edge.name).unwrap_or(&empty);
             let (leaving, reaching) = self
                 .cascades
                 .get(&edge.name)
                 .map_or((&empty, &empty), |(src, dst)| (src, dst));
-            let mut parts = Vec::new();
-            for (column, keys) in [("id", named), ("src", leaving), ("dst", reaching)] {
-                if !keys.is_empty() {
-                    let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
-                    parts.push(format!("{column} IN ({})", list.join(", ")));
-                }
-            }
-            if parts.is_empty() {
-                continue;
-            }
             let table = tables.open(edge).await?;
-            let going = edge_rows(&table, &edge.name, &parts.join(" OR ")).await?;
+            let going = edge_rows(&table, &edge.name, &filter).await?;
             going_ids.push((
                 edge.name.clone(),
                 going.iter().map(|(id, _, _)| id.clone()).collect(),

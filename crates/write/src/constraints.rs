@@ -128,11 +128,9 @@ pub struct ConstraintChecker<'a> {
     replaced: AHashMap<String, KeySet>,
     /// Type → keys whose new rows were refused: their snapshot rows (and values) stay.
     refused: AHashMap<String, AHashSet<String>>,
-    /// Node type → keys the write deletes: no edge may name them, and their `@unique`
-    /// values are free.
-    deleted_nodes: AHashMap<String, AHashSet<String>>,
-    /// Edge type → ids the write deletes: they take no place under a `@card`.
-    deleted_edges: AHashMap<String, AHashSet<String>>,
+    /// Type → keys the write deletes: no edge may name a deleted node, a deleted row's
+    /// `@unique` values are free, and a deleted edge takes no place under a `@card`.
+    deleted: AHashMap<String, AHashSet<String>>,
 }
 
 /// A `@unique` field of one batch: its values, and which key holds each in the snapshot
@@ -157,24 +155,16 @@ impl<'a> ConstraintChecker<'a> {
             out_edges: HashMap::new(),
             replaced: AHashMap::new(),
             refused: AHashMap::new(),
-            deleted_nodes: AHashMap::new(),
-            deleted_edges: AHashMap::new(),
+            deleted: AHashMap::new(),
         }
     }
 
-    /// Edges of `edge_type` the write deletes: they count for no source's `@card`.
-    pub fn deleting_edges<'k>(&mut self, edge_type: &str, ids: impl IntoIterator<Item = &'k str>) {
-        self.deleted_edges
-            .entry(edge_type.to_owned())
-            .or_default()
-            .extend(ids.into_iter().map(str::to_owned));
-    }
-
-    /// Keys of `node_type` the write deletes: an edge naming one is refused, whatever
-    /// the snapshot holds.
-    pub fn deleting_nodes<'k>(&mut self, node_type: &str, keys: impl IntoIterator<Item = &'k str>) {
-        self.deleted_nodes
-            .entry(node_type.to_owned())
+    /// Keys of `type_name` the write deletes (rows it does not write again): an edge
+    /// naming a deleted node is refused, whatever the snapshot holds; a deleted row's
+    /// `@unique` values and a deleted edge's place under a `@card` are free.
+    pub fn deleting<'k>(&mut self, type_name: &str, keys: impl IntoIterator<Item = &'k str>) {
+        self.deleted
+            .entry(type_name.to_owned())
             .or_default()
             .extend(keys.into_iter().map(str::to_owned));
     }
@@ -345,7 +335,7 @@ impl<'a> ConstraintChecker<'a> {
         for (column, field, node_type) in [("src", "from", &ends.from), ("dst", "to", &ends.to)] {
             let keys = string_column(batch, column);
             let accepted = self.accepted_nodes.get(node_type.as_str());
-            let deleted = self.deleted_nodes.get(node_type.as_str());
+            let deleted = self.deleted.get(node_type.as_str());
             let unknown = distinct(
                 keys.iter()
                     .flatten()
@@ -397,7 +387,7 @@ impl<'a> ConstraintChecker<'a> {
     ) -> Result<Vec<UniqueField>> {
         let replaced = self.replaced.get(&ty.name);
         let refused = self.refused.get(&ty.name);
-        let deleted = self.deleted_nodes.get(&ty.name);
+        let deleted = self.deleted.get(&ty.name);
         let mut out = Vec::new();
         for field in ty.fields.iter().filter(|f| f.unique) {
             let Some(column) = batch.column_by_name(&field.name) else {
@@ -585,7 +575,7 @@ impl<'a> ConstraintChecker<'a> {
         for src in &unknown {
             known.entry(src.clone()).or_default();
         }
-        let deleted = self.deleted_edges.get(&ty.name);
+        let deleted = self.deleted.get(&ty.name);
         for (id, src) in lookup_values(table, "src", &unknown, Literal::Quoted, &ty.name).await? {
             if deleted.is_none_or(|d| !d.contains(&id)) {
                 known.entry(src).or_default().insert(id);

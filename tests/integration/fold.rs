@@ -316,16 +316,29 @@ fn data_files(uri: &str) -> usize {
         .sum()
 }
 
-/// Ingest two tables' rows, stop a fold at `point`, reopen (recovery), fold again; every
-/// acknowledged row must be visible once and one fold commit must carry them.
+/// Ingest two tables' rows and a delete, stop a fold at `point`, reopen (recovery), fold
+/// again; every acknowledged row must be visible once, the deleted node and its edges gone,
+/// and one fold commit must carry them.
 async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
     let (_dir, uri, graph) = temp_graph().await;
+    graph
+        .load(
+            &ndjson(&[
+                person("cy", 3),
+                person("dan", 4),
+                edge("Knows", "cy", "dan"),
+            ]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
     send(
         &graph,
         &[
             person("ada", 1),
             person("bob", 2),
             edge("Knows", "ada", "bob"),
+            tributary_tests::delete("Person", "cy"),
         ],
     )
     .await;
@@ -360,7 +373,7 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
     assert!(graph.recover().await.unwrap().is_empty());
     graph.fold("main").await.unwrap();
 
-    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob", "dan"]);
     assert_eq!(ids(&graph, "Knows").await, ["ada->bob"]);
     let folds: Vec<_> = graph
         .log("main", 20)
@@ -370,7 +383,14 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
         .filter(|c| c.kind == CommitKind::Fold)
         .collect();
     assert_eq!(folds.len(), 1, "exactly one fold commit: {folds:#?}");
-    assert_eq!(folds[0].rows_written["nodes/Person.lance"], 2);
+    assert_eq!(
+        folds[0].rows_written["nodes/Person.lance"], 3,
+        "2 rows, 1 delete"
+    );
+    assert_eq!(
+        folds[0].rows_written["edges/Knows.lance"], 2,
+        "1 row, 1 cascade"
+    );
     let status = graph.ingest_status("main").await.unwrap();
     for table in &status.tables {
         assert_eq!(

@@ -19,6 +19,7 @@ mod reads;
 mod recovery;
 mod server;
 mod storage;
+mod stream_deletes;
 
 /// Failpoints are process-global: tests that configure them take this lock (nextest runs
 /// each test in its own process anyway; `cargo test` does not).

@@ -64,6 +64,16 @@ pub fn edge(edge: &str, from: &str, to: &str) -> String {
     format!(r#"{{"edge":"{edge}","from":"{from}","to":"{to}"}}"#)
 }
 
+/// A delete line of a node.
+pub fn delete(ty: &str, key: &str) -> String {
+    format!(r#"{{"delete":"{ty}","key":"{key}"}}"#)
+}
+
+/// A delete line of an edge, by its ends.
+pub fn delete_edge(ty: &str, from: &str, to: &str) -> String {
+    format!(r#"{{"delete":"{ty}","from":"{from}","to":"{to}"}}"#)
+}
+
 /// Lines joined as NDJSON.
 pub fn ndjson(lines: &[String]) -> String {
     let mut text = lines.join("\n");

@@ -205,7 +205,8 @@ enum IngestAction {
     },
     /// Fold now: flush what the graph's WALs hold — claiming the shards of writers in other
     /// processes, which reopen on their next send — and publish it as one commit. Prints
-    /// rows folded per type, dead letters, and the commit (none when nothing was pending).
+    /// rows folded and deleted per type, dead letters, and the commit (none when nothing
+    /// was pending).
     Fold {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]

@@ -208,13 +208,20 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
     RecordBatch::try_new(Arc::new(schema), columns).expect("commit columns match their schema")
 }
 
-/// What a fold did: rows per type, dead letters, commits (the last one's id).
+/// What a fold did: rows per type, rows deleted per type, dead letters, commits (the last
+/// one's id).
 pub fn fold_batch(outcome: &tributary::FoldOutcome) -> RecordBatch {
     let mut rows: Vec<(String, String)> = outcome
         .rows
         .iter()
         .map(|(ty, n)| (ty.clone(), n.to_string()))
         .collect();
+    rows.extend(
+        outcome
+            .deleted
+            .iter()
+            .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
+    );
     rows.push(("rejected".to_owned(), outcome.rejected.to_string()));
     rows.push(("commits".to_owned(), outcome.commits.to_string()));
     rows.push((

@@ -6,19 +6,21 @@
 
 use std::sync::Arc;
 
+use arrow_array::RecordBatch;
 use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
 use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
 use tributary_publisher::{BranchName, MAIN_BRANCH};
-use tributary_schema::{Decoder, LineError, TypeBatch};
+use tributary_schema::{Decoder, LineError, TypeBatch, TypeDeletes};
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::removals::Removals;
 
 /// What one send made durable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IngestAck {
-    /// Rows durable in the WAL.
+    /// Rows and deletes durable in the WAL.
     pub durable_rows: u64,
     /// Lines that were refused; none of their rows was written.
     pub rejected: Vec<LineError>,
@@ -52,6 +54,20 @@ impl Default for IngestOptions {
 pub enum StreamLine<'a> {
     Text(&'a str),
     Unreadable(&'a str),
+}
+
+/// The valid lines of one send: rows and deletes of `@stream` types.
+#[derive(Debug, Default)]
+pub struct Accepted {
+    pub batches: Vec<TypeBatch>,
+    pub deletes: Vec<TypeDeletes>,
+}
+
+/// One table's share of a send.
+#[derive(Clone, Copy)]
+enum TableWrite<'a> {
+    Rows(&'a RecordBatch),
+    Deletes(&'a [String]),
 }
 
 /// A handle for streaming writes to one branch. Cheap; sends may run concurrently (Lance
@@ -188,7 +204,7 @@ impl Ingestor<'_> {
     /// row, and return once they are durable. Invalid lines are listed, never written.
     pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
         let (accepted, rejected, last_line) = self.decode(first_line, text);
-        let durable_rows = self.write(&accepted).await?;
+        let durable_rows = self.write(accepted).await?;
         Ok(IngestAck {
             durable_rows,
             rejected,
@@ -216,7 +232,7 @@ impl Ingestor<'_> {
                 stopped_at = Some(bad);
             }
         }
-        let durable_rows = self.write(&accepted).await?;
+        let durable_rows = self.write(accepted).await?;
         Ok(IngestAck {
             durable_rows,
             rejected,
@@ -225,26 +241,46 @@ impl Ingestor<'_> {
         })
     }
 
-    /// Write decoded batches of `@stream` types; returns once all are durable.
-    pub async fn write(&self, batches: &[TypeBatch]) -> Result<u64> {
-        if let Some(batch) = batches.iter().find(|b| {
-            self.graph
-                .catalog
-                .get(&b.type_name)
-                .is_some_and(|t| t.stream.is_none())
-        }) {
-            return Err(Error::NotStreamed {
-                type_name: batch.type_name.clone(),
-            });
+    /// Write the decoded rows and deletes of `@stream` types; returns once all are
+    /// durable. A row and a delete of one key in the same send settle by line order (the
+    /// later wins), so what is written names each key once and its order within the send
+    /// does not matter; across sends, a shard's writes reach its WAL in send order.
+    pub async fn write(&self, accepted: Accepted) -> Result<u64> {
+        let types = accepted
+            .batches
+            .iter()
+            .map(|b| &b.type_name)
+            .chain(accepted.deletes.iter().map(|d| &d.type_name));
+        for name in types {
+            if self.graph.type_def(name)?.stream.is_none() {
+                return Err(Error::NotStreamed {
+                    type_name: name.clone(),
+                });
+            }
         }
-        let puts = batches
+        let (batches, removals) =
+            Removals::resolve(&self.graph.catalog, accepted.batches, accepted.deletes)?;
+        let deletes: Vec<(&str, Vec<String>)> = removals
+            .named()
+            .map(|(name, keys)| (name, keys.map(str::to_owned).collect()))
+            .collect();
+        let writes = batches
             .iter()
             .filter(|b| b.batch.num_rows() > 0)
-            .map(|batch| async move {
-                self.put(batch).await?;
-                Ok::<_, Error>(batch.batch.num_rows() as u64)
+            .map(|b| (b.type_name.as_str(), TableWrite::Rows(&b.batch)))
+            .chain(
+                deletes
+                    .iter()
+                    .map(|(name, keys)| (*name, TableWrite::Deletes(keys))),
+            )
+            .map(|(name, write)| async move {
+                self.apply(name, write).await?;
+                Ok::<_, Error>(match write {
+                    TableWrite::Rows(batch) => batch.num_rows() as u64,
+                    TableWrite::Deletes(keys) => keys.len() as u64,
+                })
             });
-        let rows = try_join_all(puts).await?.into_iter().sum();
+        let rows = try_join_all(writes).await?.into_iter().sum();
         if rows > 0 {
             self.graph.streaming.acknowledged();
         }
@@ -256,16 +292,20 @@ impl Ingestor<'_> {
 const CLAIM_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
 impl Ingestor<'_> {
-    /// Put one type's rows on its warm writer. A fenced writer (another process claimed
-    /// the shard, or the writer poisoned itself on a failed WAL write) leaves the warm set
-    /// and the rows go once more through a writer that reopens — and so replays — the
-    /// shard. The fenced put acknowledged nothing, and an upsert twice is an upsert.
-    async fn put(&self, batch: &TypeBatch) -> Result<()> {
-        let writer = self
-            .graph
-            .table_writer(&batch.type_name, &self.branch)
-            .await?;
-        match writer.put(&batch.batch).await {
+    /// Write one type's rows or deletes on its warm writer. A fenced writer (another
+    /// process claimed the shard, or the writer poisoned itself on a failed WAL write)
+    /// leaves the warm set and the write goes once more through a writer that reopens —
+    /// and so replays — the shard. The fenced write acknowledged nothing, and an upsert
+    /// (or a delete) twice is one.
+    async fn apply(&self, type_name: &str, write: TableWrite<'_>) -> Result<()> {
+        let on = |writer: Arc<TableWriter>| async move {
+            match write {
+                TableWrite::Rows(batch) => writer.put(batch).await,
+                TableWrite::Deletes(keys) => writer.delete(keys).await,
+            }
+        };
+        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        match on(writer.clone()).await {
             Err(error) if error.is_fenced() => {
                 tracing::info!(%error, "writer fenced; reopening its shards");
                 self.graph.streaming.evict(&writer);
@@ -274,21 +314,16 @@ impl Ingestor<'_> {
                 // moment before taking the shard back, or the two take it from each other
                 // in turns and the claim never completes.
                 tokio::time::sleep(CLAIM_GRACE).await;
-                let writer = self
-                    .graph
-                    .table_writer(&batch.type_name, &self.branch)
-                    .await?;
-                writer.put(&batch.batch).await.map_err(Error::from_memwal)
+                let writer = self.graph.table_writer(type_name, &self.branch).await?;
+                on(writer).await.map_err(Error::from_memwal)
             }
             result => result.map_err(Error::from_memwal),
         }
     }
 }
 
-fn not_streamed(batch: &TypeBatch) -> Vec<LineError> {
-    let name = &batch.type_name;
-    batch
-        .lines
+fn not_streamed(name: &str, lines: &[u64]) -> Vec<LineError> {
+    lines
         .iter()
         .map(|&line| LineError {
             line,
@@ -328,7 +363,7 @@ impl Ingestor<'_> {
     /// Decode and validate `text`: the batches of `@stream` types, every rejected line (in
     /// line order; lines of other types are rejected with how to enrol them), and the last
     /// line number.
-    fn decode(&self, first_line: u64, text: &str) -> (Vec<TypeBatch>, Vec<LineError>, u64) {
+    fn decode(&self, first_line: u64, text: &str) -> (Accepted, Vec<LineError>, u64) {
         let mut decoder = Decoder::new(&self.graph.catalog);
         let mut last_line = first_line.saturating_sub(1);
         for (offset, line) in text.lines().enumerate() {
@@ -337,28 +372,26 @@ impl Ingestor<'_> {
         }
         let decoded = decoder.finish();
         let mut rejected = decoded.rejects;
-        let mut accepted = Vec::with_capacity(decoded.batches.len());
-        for batch in decoded.batches {
-            let streamed = self
-                .graph
+        let streamed = |name: &str| {
+            self.graph
                 .catalog
-                .get(&batch.type_name)
-                .is_some_and(|ty| ty.stream.is_some());
-            if streamed {
-                accepted.push(batch);
+                .get(name)
+                .is_some_and(|ty| ty.stream.is_some())
+        };
+        let mut accepted = Accepted::default();
+        for batch in decoded.batches {
+            if streamed(&batch.type_name) {
+                accepted.batches.push(batch);
             } else {
-                rejected.extend(not_streamed(&batch));
+                rejected.extend(not_streamed(&batch.type_name, &batch.lines));
             }
         }
-        for delete in &decoded.deletes {
-            rejected.extend(delete.lines.iter().map(|&line| LineError {
-                line,
-                field: None,
-                reason: format!(
-                    "deleting {} rows is not streamed yet: send the delete with `load`",
-                    delete.type_name
-                ),
-            }));
+        for delete in decoded.deletes {
+            if streamed(&delete.type_name) {
+                accepted.deletes.push(delete);
+            } else {
+                rejected.extend(not_streamed(&delete.type_name, &delete.lines));
+            }
         }
         rejected.sort_by_key(|e| e.line);
         (accepted, rejected, last_line)

@@ -56,7 +56,7 @@ pub mod wire;
 pub use cleanup::CleanupReport;
 pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
-pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
+pub use ingest::{Accepted, IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};

@@ -9,9 +9,9 @@ use snafu::ResultExt;
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeDeletes, TypeKind};
 use tributary_storage::quote;
 use tributary_write::lookup::string_column;
-use tributary_write::SnapshotTables;
+use tributary_write::{edge_rows, removal_filter, SnapshotTables};
 
-use crate::error::{ArrowSnafu, LanceSnafu, Result};
+use crate::error::{ArrowSnafu, Result};
 
 /// Key → the line of its delete.
 type Keys = BTreeMap<String, u64>;
@@ -41,9 +41,6 @@ impl Removals {
                 *kept = (*kept).max(line);
             }
         }
-        // A node deleted and then written again in the same request loses the edges it
-        // had (the delete took them); only the node row comes back.
-        removals.cascade_nodes_of(catalog);
         let mut out = Vec::with_capacity(batches.len());
         for batch in batches {
             let Some(keys) = removals.named.get_mut(&batch.type_name) else {
@@ -85,6 +82,10 @@ impl Removals {
             }
         }
         removals.named.retain(|_, keys| !keys.is_empty());
+        // A delete followed by a row of the same key is that row, edges and all: a stream
+        // cannot tell them apart (a memtable keeps a key's newest entry), so a load does
+        // not either. Only nodes that stay deleted take their edges.
+        removals.cascade_nodes_of(catalog);
         Ok((out, removals))
     }
 
@@ -127,23 +128,15 @@ impl Removals {
 
     /// The filter of `ty`'s rows this load deletes, if any.
     pub fn predicate(&self, ty: &TypeDef) -> Option<String> {
-        let in_list = |column: &str, keys: &Keys| {
-            (!keys.is_empty()).then(|| {
-                let list: Vec<String> = keys.keys().map(|k| quote(k)).collect();
-                format!("{column} IN ({})", list.join(", "))
-            })
-        };
-        let mut parts = Vec::new();
-        parts.extend(
-            self.named
-                .get(&ty.name)
-                .and_then(|keys| in_list("id", keys)),
-        );
-        if let Some((src, dst)) = self.cascades.get(&ty.name) {
-            parts.extend(in_list("src", src));
-            parts.extend(in_list("dst", dst));
+        fn keys(keys: Option<&Keys>) -> impl Iterator<Item = &str> {
+            keys.into_iter().flat_map(|k| k.keys().map(String::as_str))
         }
-        (!parts.is_empty()).then(|| parts.join(" OR "))
+        let cascade = self.cascades.get(&ty.name);
+        removal_filter(
+            keys(self.named.get(&ty.name)),
+            keys(cascade.map(|(src, _)| src)),
+            keys(cascade.map(|(_, dst)| dst)),
+        )
     }
 
     /// The edges this load deletes of every edge type with a `@card`, as
@@ -241,33 +234,4 @@ impl Removals {
         }
         Ok((going_ids, errors))
     }
-}
-
-/// `(id, src, dst)` of the edges of `table` that `filter` selects.
-async fn edge_rows(
-    table: &lance::Dataset,
-    name: &str,
-    filter: &str,
-) -> Result<Vec<(String, String, String)>> {
-    let lance = || LanceSnafu {
-        action: "find the edges a delete takes",
-        table: name.to_owned(),
-    };
-    let mut scan = table.scan();
-    scan.filter(filter)
-        .and_then(|scan| scan.project(&["id", "src", "dst"]))
-        .context(lance())?;
-    let batch = scan.try_into_batch().await.context(lance())?;
-    let ids = string_column(&batch, "id");
-    let srcs = string_column(&batch, "src");
-    let dsts = string_column(&batch, "dst");
-    Ok((0..batch.num_rows())
-        .map(|row| {
-            (
-                ids.value(row).to_owned(),
-                srcs.value(row).to_owned(),
-                dsts.value(row).to_owned(),
-            )
-        })
-        .collect())
 }

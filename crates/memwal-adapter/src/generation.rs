@@ -1,10 +1,11 @@
 //! Flushed generations, read back for the fold.
 
-use arrow_array::RecordBatch;
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use lance::dataset::mem_wal::TOMBSTONE;
+use lance::Dataset;
 use snafu::ResultExt;
 use tributary_storage::GraphStore;
 use uuid::Uuid;
@@ -12,50 +13,133 @@ use uuid::Uuid;
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
 use crate::status::PendingGeneration;
 
-/// The live rows of one flushed generation, in the table's schema (`target`), as a stream
-/// of batches. A generation already keeps only the newest row per key.
+/// Part of one generation: its rows (in the table's schema) and the keys it deletes. A
+/// generation holds one entry per key, its newest: a row or a tombstone.
+#[derive(Debug, Clone)]
+pub struct GenerationBatch {
+    pub rows: RecordBatch,
+    pub deleted: Vec<String>,
+}
+
+async fn open_generation(
+    store: &GraphStore,
+    table: &str,
+    shard: Uuid,
+    generation: &PendingGeneration,
+) -> Result<(Dataset, String)> {
+    let path = format!("{table}/_mem_wal/{shard}/{}", generation.path);
+    let dataset = store
+        .open_dataset(&path, None)
+        .await
+        .context(StorageSnafu)?;
+    Ok((dataset, path))
+}
+
+/// The keys one flushed generation deletes (its tombstones).
+pub async fn generation_tombstones(
+    store: &GraphStore,
+    table: &str,
+    shard: Uuid,
+    generation: &PendingGeneration,
+) -> Result<Vec<String>> {
+    let (dataset, path) = open_generation(store, table, shard, generation).await?;
+    let lance = |action: &'static str| LanceSnafu {
+        action,
+        table: path.clone(),
+    };
+    let mut scan = dataset.scan();
+    scan.filter(&format!("{TOMBSTONE} = true"))
+        .and_then(|s| s.project(&["id"]))
+        .context(lance("scan tombstones"))?;
+    let batch = scan
+        .try_into_batch()
+        .await
+        .context(lance("scan tombstones"))?;
+    Ok(key_column(&batch, &path)?
+        .iter()
+        .flatten()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// One flushed generation as a stream of its rows, in the table's schema (`target`), and
+/// its tombstones.
 pub async fn generation_rows(
     store: &GraphStore,
     table: &str,
     shard: Uuid,
     generation: &PendingGeneration,
     target: SchemaRef,
-) -> Result<BoxStream<'static, Result<RecordBatch>>> {
-    let path = format!("{table}/_mem_wal/{shard}/{}", generation.path);
-    let dataset = store
-        .open_dataset(&path, None)
-        .await
-        .context(StorageSnafu)?;
+) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
+    let (dataset, path) = open_generation(store, table, shard, generation).await?;
     let lance = |action: &'static str| LanceSnafu {
         action,
         table: path.clone(),
     };
-    let columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
+    columns.push(TOMBSTONE);
     let mut scan = dataset.scan();
-    scan.filter(&format!("{TOMBSTONE} = false"))
-        .and_then(|s| s.project(&columns))
-        .context(lance("scan generation"))?;
+    scan.project(&columns).context(lance("scan generation"))?;
     let stream = scan
         .try_into_stream()
         .await
         .context(lance("scan generation"))?;
     let table = table.to_owned();
+    let read_path = path.clone();
     Ok(stream
         .map_err(move |source| Error::Lance {
             action: "read generation".into(),
-            table: path.clone(),
+            table: read_path.clone(),
             source,
         })
         .and_then(move |batch| {
-            // Generations relax non-key columns to nullable; the table's schema is stricter.
-            let result =
-                RecordBatch::try_new(target.clone(), batch.columns().to_vec()).map_err(|e| {
-                    Error::InvalidSetting {
-                        table: table.clone(),
-                        message: format!("a generation does not match the table schema: {e}"),
-                    }
-                });
-            futures::future::ready(result)
+            futures::future::ready(split_tombstones(&batch, &target, &table, &path))
         })
         .boxed())
+}
+
+/// A generation's batch as rows in the table's schema and the keys it tombstones.
+fn split_tombstones(
+    batch: &RecordBatch,
+    target: &SchemaRef,
+    table: &str,
+    path: &str,
+) -> Result<GenerationBatch> {
+    let invalid = |message: String| Error::InvalidSetting {
+        table: table.to_owned(),
+        message,
+    };
+    let tombstones = batch
+        .column_by_name(TOMBSTONE)
+        .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+        .ok_or_else(|| invalid(format!("generation {path} has no {TOMBSTONE} column")))?;
+    let mut deleted = Vec::new();
+    let live = if tombstones.true_count() == 0 {
+        batch.clone()
+    } else {
+        let ids = key_column(batch, path)?;
+        for row in 0..batch.num_rows() {
+            if tombstones.value(row) && ids.is_valid(row) {
+                deleted.push(ids.value(row).to_owned());
+            }
+        }
+        let keep: BooleanArray = tombstones.iter().map(|t| Some(t != Some(true))).collect();
+        arrow_select::filter::filter_record_batch(batch, &keep)
+            .map_err(|e| invalid(format!("filter tombstones: {e}")))?
+    };
+    // Generations relax non-key columns to nullable; the table's schema is stricter.
+    let columns = live.columns()[..target.fields().len()].to_vec();
+    let rows = RecordBatch::try_new(target.clone(), columns)
+        .map_err(|e| invalid(format!("a generation does not match the table schema: {e}")))?;
+    Ok(GenerationBatch { rows, deleted })
+}
+
+fn key_column<'b>(batch: &'b RecordBatch, path: &str) -> Result<&'b StringArray> {
+    batch
+        .column_by_name("id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| Error::InvalidSetting {
+            table: path.to_owned(),
+            message: "a generation has no string key `id`".into(),
+        })
 }

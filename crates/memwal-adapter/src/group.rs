@@ -7,6 +7,9 @@
 //! send goes out at once, so its latency is one put's. (Two puts in flight, the next
 //! inserted while the current one appends, measured worse: the second put leaves with
 //! whatever is queued, often one send, and appends multiply.)
+//!
+//! Deletes (Lance tombstones) wait in the same queue, so a shard's writes reach its WAL in
+//! the order they were sent; a group is a run of sends of one kind.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -56,8 +59,18 @@ struct Queue {
 }
 
 struct Waiting {
+    kind: Kind,
     batch: RecordBatch,
     done: oneshot::Sender<Result<()>>,
+}
+
+/// What a queued send writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Rows, in the table's schema.
+    Put,
+    /// Tombstones: a batch of keys (the `id` column).
+    Delete,
 }
 
 impl GroupWriter {
@@ -89,6 +102,16 @@ impl GroupWriter {
     /// with), or with the error their put failed with. Refused at once with
     /// [`Error::Backpressure`] when more than the shard's unflushed bound already waits.
     pub async fn put(&self, batch: RecordBatch) -> Result<()> {
+        self.send(Kind::Put, batch).await
+    }
+
+    /// Tombstone the keys of `keys` (its `id` column), in order with the puts around it;
+    /// returns as [`GroupWriter::put`] does.
+    pub async fn delete(&self, keys: RecordBatch) -> Result<()> {
+        self.send(Kind::Delete, keys).await
+    }
+
+    async fn send(&self, kind: Kind, batch: RecordBatch) -> Result<()> {
         let (done, acked) = oneshot::channel();
         let bytes = batch.get_array_memory_size();
         let start_drain = {
@@ -106,7 +129,7 @@ impl GroupWriter {
                 });
             }
             queue.waiting_bytes += bytes;
-            queue.waiting.push_back(Waiting { batch, done });
+            queue.waiting.push_back(Waiting { kind, batch, done });
             !std::mem::replace(&mut queue.draining, true)
         };
         if start_drain {
@@ -167,10 +190,11 @@ impl Shared {
             let batches = group.iter().map(|w| w.batch.clone()).collect();
             // A put Lance holds (tests: what its back-pressure wait looks like from here).
             fail::fail_point!("memwal::before-put");
-            let result = self
-                .writer
-                .put(batches)
-                .await
+            let result = match group[0].kind {
+                Kind::Put => self.writer.put(batches).await,
+                Kind::Delete => self.writer.delete(batches).await,
+            };
+            let result = result
                 .map(|_| ())
                 .map_err(|e| from_lance(&self.table, &self.shard, "put", e));
             for waiting in group {
@@ -202,8 +226,8 @@ impl Shared {
         }
     }
 
-    /// The next sends to put together, oldest first, or `None` (and no drain running) when
-    /// the queue is empty.
+    /// The next sends to write together (oldest first, all of one kind), or `None` (and no
+    /// drain running) when the queue is empty.
     fn next_group(&self) -> Option<Vec<Waiting>> {
         let mut queue = self.queue();
         let mut group = Vec::new();
@@ -214,7 +238,10 @@ impl Shared {
             let more_bytes = bytes + size;
             let full = more_rows > self.limits.rows
                 || more_bytes > self.limits.bytes
-                || group.len() == self.limits.batches;
+                || group.len() == self.limits.batches
+                || group
+                    .first()
+                    .is_some_and(|first: &Waiting| first.kind != next.kind);
             // A send too large on its own still goes alone, and Lance judges it.
             if full && !group.is_empty() {
                 queue.waiting.push_front(next);

@@ -240,60 +240,90 @@ impl TableWriter {
                     message: format!("batch does not match the table: {e}"),
                 }
             })?;
-        match &self.routing {
-            None => self.put_on(0, batch).await,
-            Some((spec, schema)) => {
-                let buckets = evaluate_sharding_spec(&batch, spec, schema).map_err(|source| {
-                    Error::Lance {
-                        action: "route".into(),
-                        table: self.table.clone(),
-                        source,
-                    }
-                })?;
-                let buckets = buckets
-                    .column(0)
-                    .as_any()
-                    .downcast_ref::<Int32Array>()
-                    .cloned()
-                    .ok_or_else(|| Error::InvalidSetting {
-                        table: self.table.clone(),
-                        message: "bucket column is not Int32".into(),
-                    })?;
-                let mut parts = Vec::new();
-                for b in 0..self.shards.len() {
-                    let mask: BooleanArray =
-                        buckets.iter().map(|v| Some(v == Some(b as i32))).collect();
-                    let part =
-                        arrow_select::filter::filter_record_batch(&batch, &mask).map_err(|e| {
-                            Error::InvalidSetting {
-                                table: self.table.clone(),
-                                message: format!("routing failed: {e}"),
-                            }
-                        })?;
-                    if part.num_rows() > 0 {
-                        parts.push((b, part));
-                    }
-                }
-                let routed: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
-                if routed != batch.num_rows() {
-                    return Err(Error::InvalidSetting {
-                        table: self.table.clone(),
-                        message: format!(
-                            "{} of {} rows map to no shard",
-                            batch.num_rows() - routed,
-                            batch.num_rows()
-                        ),
-                    });
-                }
-                try_join_all(parts.into_iter().map(|(b, part)| self.put_on(b, part)))
-                    .await
-                    .map(|_| ())
-            }
-        }
+        let parts = self.route(batch)?;
+        try_join_all(
+            parts
+                .into_iter()
+                .map(|(b, part)| self.shards[b].1.put(part)),
+        )
+        .await
+        .map(|_| ())
     }
 
-    async fn put_on(&self, bucket: usize, batch: RecordBatch) -> Result<()> {
-        self.shards[bucket].1.put(batch).await
+    /// Tombstone `keys` (each shard's in order with its puts) and return once every
+    /// tombstone is durable in the WAL.
+    pub async fn delete(&self, keys: &[String]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let field = self
+            .schema
+            .field_with_name("id")
+            .map_err(|e| Error::InvalidSetting {
+                table: self.table.clone(),
+                message: format!("the table has no key: {e}"),
+            })?;
+        let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(keys));
+        let schema = Arc::new(arrow_schema::Schema::new(vec![field.clone()]));
+        let batch = RecordBatch::try_new(schema, vec![ids]).map_err(|e| Error::InvalidSetting {
+            table: self.table.clone(),
+            message: format!("keys do not match the table's key: {e}"),
+        })?;
+        let parts = self.route(batch)?;
+        try_join_all(
+            parts
+                .into_iter()
+                .map(|(b, part)| self.shards[b].1.delete(part)),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// `batch` split by shard (bucket number, its rows): routed by the hash of `id`.
+    fn route(&self, batch: RecordBatch) -> Result<Vec<(usize, RecordBatch)>> {
+        let Some((spec, schema)) = &self.routing else {
+            return Ok(vec![(0, batch)]);
+        };
+        let buckets =
+            evaluate_sharding_spec(&batch, spec, schema).map_err(|source| Error::Lance {
+                action: "route".into(),
+                table: self.table.clone(),
+                source,
+            })?;
+        let buckets = buckets
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int32Array>()
+            .cloned()
+            .ok_or_else(|| Error::InvalidSetting {
+                table: self.table.clone(),
+                message: "bucket column is not Int32".into(),
+            })?;
+        let mut parts = Vec::new();
+        for b in 0..self.shards.len() {
+            let mask: BooleanArray = buckets.iter().map(|v| Some(v == Some(b as i32))).collect();
+            let part = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(|e| {
+                Error::InvalidSetting {
+                    table: self.table.clone(),
+                    message: format!("routing failed: {e}"),
+                }
+            })?;
+            if part.num_rows() > 0 {
+                parts.push((b, part));
+            }
+        }
+        let routed: usize = parts.iter().map(|(_, p)| p.num_rows()).sum();
+        if routed != batch.num_rows() {
+            return Err(Error::InvalidSetting {
+                table: self.table.clone(),
+                message: format!(
+                    "{} of {} rows map to no shard",
+                    batch.num_rows() - routed,
+                    batch.num_rows()
+                ),
+            });
+        }
+        Ok(parts)
     }
 
     /// The writers, for status and (later) the fold's freeze.

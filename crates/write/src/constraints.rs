@@ -206,6 +206,18 @@ impl<'a> ConstraintChecker<'a> {
         })
     }
 
+    /// Mark keys a stream deletes (newest first, with [`ConstraintChecker::unseen_rows`])
+    /// as seen: an older row of any of them is not written.
+    pub fn mark_seen(&mut self, ty: &TypeDef, keys: &[String]) {
+        if keys.is_empty() {
+            return;
+        }
+        let seen = self.replaced.entry(ty.name.clone()).or_default();
+        for key in keys {
+            seen.insert(key);
+        }
+    }
+
     fn remembers(&self, ty: &TypeDef) -> bool {
         ty.kind == TypeKind::Node
             && self
@@ -357,12 +369,15 @@ impl<'a> ConstraintChecker<'a> {
             let mut rows = HashMap::new();
             for (row, key) in keys.iter().enumerate() {
                 let Some(key) = key else { continue };
-                let message = if deleted.is_some_and(|d| d.contains(key)) {
+                // A node the write deletes and then writes again (a stream may) exists.
+                let message = if accepted.is_some_and(|a| a.contains(key)) {
+                    continue;
+                } else if deleted.is_some_and(|d| d.contains(key)) {
                     format!(
                         "{node_type} `{key}` is deleted by this write (edge {} needs it as `{field}`)",
                         ty.name
                     )
-                } else if accepted.is_some_and(|a| a.contains(key)) || found.contains(key) {
+                } else if found.contains(key) {
                     continue;
                 } else {
                     format!(

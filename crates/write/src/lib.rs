@@ -7,6 +7,7 @@
 //!   ([`constraints`]);
 //! - the fold: durable MemWAL generations → one graph commit, exactly once; its dead
 //!   letters ([`rejects`]);
+//! - what a delete removes, the same filter for load and fold ([`removal`]);
 //! - index upkeep ([`indexes`]).
 
 pub mod commit;
@@ -18,6 +19,7 @@ mod keys;
 pub mod lease;
 pub mod lookup;
 pub mod rejects;
+pub mod removal;
 mod run;
 
 pub use commit::{
@@ -28,4 +30,5 @@ pub use error::{Error, Result};
 pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
 pub use lease::{BranchLease, LEASE_DIR};
 pub use rejects::{rejects_schema, REJECTS_PATH};
+pub use removal::{edge_rows, removal_filter};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};

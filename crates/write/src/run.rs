@@ -1,6 +1,11 @@
 //! One fold: every flushed, uncompacted generation of every enrolled table of a branch →
 //! validated → one staged merge-insert per table carrying its compaction marks → one
 //! graph commit (with the dead letters).
+//!
+//! Deletes are the generations' tombstones. Read newest first with the rows, a key's
+//! newest entry wins, a row or a tombstone; the merge removes every tombstoned key it is
+//! not given a row for, and the edges of every tombstoned node, so a node deleted and
+//! written again loses the edges it had (as a load does).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,10 +15,12 @@ use arrow_schema::{Schema, SchemaRef};
 use datafusion_physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion_physical_plan::SendableRecordBatchStream;
 use futures::TryStreamExt;
-use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
+use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WhenNotMatchedBySource};
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
-use tributary_memwal_adapter::{generation_rows, table_state, PendingGeneration};
+use tributary_memwal_adapter::{
+    generation_rows, generation_tombstones, table_state, PendingGeneration,
+};
 use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
@@ -24,6 +31,7 @@ use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnaf
 use crate::intent::{Intent, Owner, StagedTable};
 use crate::lookup::string_column;
 use crate::rejects::{row_json, Reject, RejectRows, REJECTS_PATH};
+use crate::removal::{edge_rows, removal_filter};
 
 /// The actor of every fold commit.
 pub const FOLD_ACTOR: &str = "tributary:ingest";
@@ -67,6 +75,10 @@ pub struct FoldOutcome {
     pub commit: Option<CommitRecord>,
     /// Type name → rows folded into its table.
     pub rows: BTreeMap<String, u64>,
+    /// Type name → rows removed from its table (tombstoned keys, and edges of tombstoned
+    /// nodes).
+    #[serde(default)]
+    pub deleted: BTreeMap<String, u64>,
     pub rejected: u64,
     pub folded: Vec<FoldedShard>,
     /// Graph commits made (a backlog over `max_rows` takes several folds).
@@ -127,6 +139,9 @@ impl FoldOutcome {
         for (ty, n) in later.rows {
             *self.rows.entry(ty).or_default() += n;
         }
+        for (ty, n) in later.deleted {
+            *self.deleted.entry(ty).or_default() += n;
+        }
         self.rejected += later.rejected;
         self.folded.extend(later.folded);
         self.commits += later.commits;
@@ -138,10 +153,12 @@ impl FoldOutcome {
     }
 }
 
-/// The pending generations of one table, per shard in ascending order.
+/// The pending generations of one table, per shard in ascending order, and the keys they
+/// tombstone. An edge table may have none, and only lose the edges of deleted nodes.
 struct TablePlan<'c> {
     ty: &'c TypeDef,
     shards: Vec<(Uuid, Vec<PendingGeneration>)>,
+    tombstoned: Vec<String>,
 }
 
 /// Fold every flushed generation of `branch`'s enrolled tables above their compaction
@@ -157,6 +174,7 @@ pub async fn fold_pending(
     let mut timings = FoldTimings::default();
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
     let (plans, complete) = plan(target, catalog, settings.max_rows).await?;
+    let plans = with_tombstones(target, catalog, plans).await?;
     timings.plan_ms = ms_since(started);
     if plans.is_empty() {
         return Ok(FoldOutcome {
@@ -177,6 +195,16 @@ pub async fn fold_pending(
         .filter_map(|plan| plan.ty.edge.as_ref())
         .flat_map(|ends| [ends.from.clone(), ends.to.clone()]);
     let mut checker = ConstraintChecker::new(&tables, Scope::Stream).remember_nodes_of(endpoints);
+    // Every tombstoned key counts as deleted for the checks: an edge to a tombstoned node
+    // is refused unless the fold writes the node again, and a deleted row's `@unique`
+    // values are free.
+    for plan in &plans {
+        checker.deleting(&plan.ty.name, plan.tombstoned.iter().map(String::as_str));
+    }
+    // Node type → the keys this fold removes (tombstoned, and not written again): their
+    // edges go too. Filled as node tables are passed, before any edge table.
+    let mut gone_nodes: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    let mut deleted = BTreeMap::new();
     let mut rejects = RejectRows::new(&commit_id);
     let mut folded = Vec::new();
     let mut rows = BTreeMap::new();
@@ -205,6 +233,38 @@ pub async fn fold_pending(
             .when_not_matched(WhenNotMatched::InsertAll)
             .skip_auto_cleanup(true)
             .mark_sstables_as_compacted(marks);
+        let ends = |pick: fn(&tributary_schema::EdgeEnds) -> &String| {
+            plan.ty
+                .edge
+                .as_ref()
+                .and_then(|ends| gone_nodes.get(pick(ends).as_str()))
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+        };
+        let removal = removal_filter(
+            plan.tombstoned.iter().map(String::as_str),
+            ends(|e| &e.from),
+            ends(|e| &e.to),
+        );
+        if plan.shards.is_empty() && removal.is_none() {
+            continue;
+        }
+        if let Some(filter) = &removal {
+            if plan
+                .ty
+                .edge
+                .as_ref()
+                .is_some_and(|e| e.card.is_some_and(|c| c.max.is_some()))
+            {
+                // The edges going free their places under the `@card` maximum.
+                let going = edge_rows(&dataset, &plan.ty.name, filter).await?;
+                checker.deleting(&plan.ty.name, going.iter().map(|(id, _, _)| id.as_str()));
+            }
+            builder.when_not_matched_by_source(
+                WhenNotMatchedBySource::delete_if(&dataset, filter).context(lance("stage fold"))?,
+            );
+        }
         let job = builder.try_build().context(lance("stage fold"))?;
         let (accepted, receiver) = tokio::sync::mpsc::channel(ACCEPTED_IN_FLIGHT);
         let source = futures::stream::unfold(receiver, |mut receiver| async move {
@@ -227,7 +287,21 @@ pub async fn fold_pending(
             .run(&mut checker, &mut rejects, &mut timings, accepted)
             .await;
         let merged = (&mut merging.0).await;
-        let (table_rows, shards_folded, fed) = checked?;
+        let PassOutcome {
+            rows: table_rows,
+            folded: shards_folded,
+            fed,
+            written_again,
+        } = checked?;
+        if plan.ty.kind == TypeKind::Node && !plan.tombstoned.is_empty() {
+            let gone = plan
+                .tombstoned
+                .iter()
+                .filter(|key| !written_again.contains(key.as_str()))
+                .cloned()
+                .collect();
+            gone_nodes.insert(plan.ty.name.as_str(), gone);
+        }
         let result = merged
             .map_err(|joined| lance::Error::io(joined.to_string()))
             .and_then(|merged| merged)
@@ -244,8 +318,14 @@ pub async fn fold_pending(
             })
             .context(lance("stage fold"))?;
         folded.extend(shards_folded);
-        rows.insert(plan.ty.name.clone(), table_rows);
-        rows_written.insert(path.clone(), table_rows);
+        let removed = result.stats.num_deleted_rows;
+        if removed > 0 {
+            deleted.insert(plan.ty.name.clone(), removed);
+        }
+        if !plan.shards.is_empty() {
+            rows.insert(plan.ty.name.clone(), table_rows);
+        }
+        rows_written.insert(path.clone(), table_rows + removed);
         staged.push(StagedWrite {
             dataset,
             path,
@@ -288,6 +368,7 @@ pub async fn fold_pending(
     Ok(FoldOutcome {
         commit: Some(committed.record),
         rows,
+        deleted,
         rejected,
         folded,
         commits: 1,
@@ -344,11 +425,57 @@ async fn plan<'c>(
                 }
             }
             if !shards.is_empty() {
-                plans.push(TablePlan { ty, shards });
+                plans.push(TablePlan {
+                    ty,
+                    shards,
+                    tombstoned: Vec::new(),
+                });
             }
         }
     }
     Ok((plans, complete))
+}
+
+/// The keys each plan's generations tombstone, and a plan for every other edge table
+/// whose end type lost nodes: the edges of a deleted node go in the same commit.
+async fn with_tombstones<'c>(
+    target: GraphTarget<'_>,
+    catalog: &'c Catalog,
+    mut plans: Vec<TablePlan<'c>>,
+) -> Result<Vec<TablePlan<'c>>> {
+    for plan in &mut plans {
+        let path = plan.ty.table_path();
+        let mut keys = std::collections::BTreeSet::new();
+        for (shard, generations) in &plan.shards {
+            for generation in generations {
+                let found = generation_tombstones(target.store, &path, *shard, generation)
+                    .await
+                    .context(MemWalSnafu)?;
+                keys.extend(found);
+            }
+        }
+        plan.tombstoned = keys.into_iter().collect();
+    }
+    let losing: Vec<&str> = plans
+        .iter()
+        .filter(|plan| plan.ty.kind == TypeKind::Node && !plan.tombstoned.is_empty())
+        .map(|plan| plan.ty.name.as_str())
+        .collect();
+    let cascaded: Vec<&'c TypeDef> = catalog
+        .types
+        .iter()
+        .filter(|ty| {
+            ty.edge.as_ref().is_some_and(|ends| {
+                losing.contains(&ends.from.as_str()) || losing.contains(&ends.to.as_str())
+            }) && plans.iter().all(|plan| plan.ty.name != ty.name)
+        })
+        .collect();
+    plans.extend(cascaded.into_iter().map(|ty| TablePlan {
+        ty,
+        shards: Vec::new(),
+        tombstoned: Vec::new(),
+    }));
+    Ok(plans)
 }
 
 fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
@@ -390,17 +517,27 @@ struct TablePass<'a, 'c> {
 
 type Accepted = tokio::sync::mpsc::Sender<datafusion_common::Result<RecordBatch>>;
 
+/// What one table's pass did.
+struct PassOutcome {
+    /// Rows accepted.
+    rows: u64,
+    folded: Vec<FoldedShard>,
+    /// Whether the merge took every accepted row.
+    fed: bool,
+    /// Tombstoned keys the merge was given a row for: they stay.
+    written_again: std::collections::HashSet<String>,
+}
+
 impl TablePass<'_, '_> {
-    /// Rows accepted, the shards folded, and whether the merge took every row. A halt
-    /// also fails the merge (its source ends in an error), so nothing of the table is
-    /// staged.
+    /// A halt also fails the merge (its source ends in an error), so nothing of the
+    /// table is staged.
     async fn run(
         self,
         checker: &mut ConstraintChecker<'_>,
         rejects: &mut RejectRows,
         timings: &mut FoldTimings,
         accepted: Accepted,
-    ) -> Result<(u64, Vec<FoldedShard>, bool)> {
+    ) -> Result<PassOutcome> {
         let result = self
             .read_and_check(checker, rejects, timings, &accepted)
             .await;
@@ -417,7 +554,7 @@ impl TablePass<'_, '_> {
         rejects: &mut RejectRows,
         timings: &mut FoldTimings,
         accepted: &Accepted,
-    ) -> Result<(u64, Vec<FoldedShard>, bool)> {
+    ) -> Result<PassOutcome> {
         use std::time::Instant;
         let ty = self.plan.ty;
         let expected: u64 = self
@@ -428,6 +565,9 @@ impl TablePass<'_, '_> {
             .sum();
         let mut table_rows = 0;
         let mut folded = Vec::new();
+        let tombstoned: std::collections::HashSet<&str> =
+            self.plan.tombstoned.iter().map(String::as_str).collect();
+        let mut written_again = std::collections::HashSet::new();
         for (shard, generations) in &self.plan.shards {
             let mut shard_rows = 0;
             for generation in generations.iter().rev() {
@@ -447,9 +587,12 @@ impl TablePass<'_, '_> {
                     let next = stream.try_next().await.context(MemWalSnafu)?;
                     timings.read_ms += ms_since(reading);
                     let done = next.is_none();
-                    if let Some(batch) = next {
+                    if let Some(part) = next {
                         let deduping = Instant::now();
-                        let batch = checker.unseen_rows(ty, &batch, expected as usize)?;
+                        let batch = checker.unseen_rows(ty, &part.rows, expected as usize)?;
+                        // A generation holds one entry per key, so its rows and its
+                        // tombstones name different keys; an older row of either goes.
+                        checker.mark_seen(ty, &part.deleted);
                         timings.dedup_ms += ms_since(deduping);
                         chunk_len += batch.num_rows();
                         chunk.push(batch);
@@ -490,13 +633,27 @@ impl TablePass<'_, '_> {
                             filter(&batch, &BooleanArray::from(keep))?
                         };
                         shard_rows += batch.num_rows() as u64;
+                        if !tombstoned.is_empty() {
+                            let ids = string_column(&batch, "id");
+                            written_again.extend(
+                                ids.iter()
+                                    .flatten()
+                                    .filter(|id| tombstoned.contains(id))
+                                    .map(str::to_owned),
+                            );
+                        }
                         timings.check_ms += ms_since(checking);
                         let waiting = Instant::now();
                         let sent = accepted.send(Ok(batch)).await;
                         timings.merge_wait_ms += ms_since(waiting);
                         // The merge gone (it failed): its error tells why; stop reading.
                         if sent.is_err() {
-                            return Ok((table_rows + shard_rows, folded, false));
+                            return Ok(PassOutcome {
+                                rows: table_rows + shard_rows,
+                                folded,
+                                fed: false,
+                                written_again,
+                            });
                         }
                     }
                     if done {
@@ -515,6 +672,11 @@ impl TablePass<'_, '_> {
             }
             table_rows += shard_rows;
         }
-        Ok((table_rows, folded, true))
+        Ok(PassOutcome {
+            rows: table_rows,
+            folded,
+            fed: true,
+            written_again,
+        })
     }
 }

@@ -139,6 +139,27 @@ fn remote_commands_print_what_embedded_ones_print() {
     let streamed = remote(&["ingest", "g", &stream, "--format", "ndjson"]);
     let local = ok(&["ingest", &embedded, &stream, "--format", "ndjson"]);
     assert_eq!(acks(&streamed), acks(&local));
+    // Deletes stream too: river-03 is acknowledged, then deleted before any fold.
+    let stream_deletes = dir.path().join("stream-deletes.ndjson");
+    std::fs::write(
+        &stream_deletes,
+        concat!(
+            r#"{"delete":"Person","key":"river-03"}"#,
+            "\n",
+            r#"{"delete":"Company","key":"company-001"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let stream_deletes = stream_deletes.to_string_lossy().into_owned();
+    let streamed = remote(&["ingest", "g", &stream_deletes, "--format", "ndjson"]);
+    let local = ok(&["ingest", &embedded, &stream_deletes, "--format", "ndjson"]);
+    assert_eq!(acks(&streamed), acks(&local));
+    assert_eq!(acks(&streamed).0, 1, "{streamed}");
+    assert!(
+        acks(&streamed).2[0].to_string().contains("@stream"),
+        "{streamed}"
+    );
     // Fold what the server's background folder has not yet (its memtables flush too).
     remote(&["ingest", "fold", "g"]);
 
@@ -192,6 +213,12 @@ fn remote_commands_print_what_embedded_ones_print() {
     // Errors keep their message and exit status.
     let missing = run(&["get", "g", "Person", "nobody", "--server", &served.url]);
     assert_eq!(missing.status.code(), Some(66));
+    let deleted = run(&["get", "g", "Person", "river-03", "--server", &served.url]);
+    assert_eq!(
+        deleted.status.code(),
+        Some(66),
+        "a streamed delete was folded"
+    );
     let bad = run(&[
         "read",
         "g",

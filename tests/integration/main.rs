@@ -14,6 +14,7 @@ mod ingest;
 mod lance_surface_guards;
 mod lease;
 mod load;
+mod patches;
 mod publisher;
 mod reads;
 mod recovery;

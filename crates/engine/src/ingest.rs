@@ -11,11 +11,14 @@ use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
 use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
 use tributary_publisher::{BranchName, MAIN_BRANCH};
-use tributary_schema::{Decoder, LineError, TypeBatch, TypeDeletes};
+use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
+use crate::patches::apply_patches;
+use crate::read::ReadOptions;
 use crate::removals::Removals;
+use crate::writes::Writes;
 
 /// What one send made durable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,13 +57,6 @@ impl Default for IngestOptions {
 pub enum StreamLine<'a> {
     Text(&'a str),
     Unreadable(&'a str),
-}
-
-/// The valid lines of one send: rows and deletes of `@stream` types.
-#[derive(Debug, Default)]
-pub struct Accepted {
-    pub batches: Vec<TypeBatch>,
-    pub deletes: Vec<TypeDeletes>,
 }
 
 /// One table's share of a send.
@@ -203,8 +199,10 @@ impl Ingestor<'_> {
     /// Validate NDJSON `text` whose first line is line `first_line`, write every valid
     /// row, and return once they are durable. Invalid lines are listed, never written.
     pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
-        let (accepted, rejected, last_line) = self.decode(first_line, text);
-        let durable_rows = self.write(accepted).await?;
+        let (accepted, mut rejected, last_line) = self.decode(first_line, text);
+        let (durable_rows, late) = self.write(accepted).await?;
+        rejected.extend(late);
+        rejected.sort_by_key(|e| e.line);
         Ok(IngestAck {
             durable_rows,
             rejected,
@@ -223,16 +221,27 @@ impl Ingestor<'_> {
         let last_line = (first_line + lines.len() as u64).saturating_sub(1);
         rejected.extend(unreadable);
         rejected.sort_by_key(|e| e.line);
+        let _turn = self.turn(&accepted).await;
+        let mut settled = self.settle(accepted.clone()).await?;
+        rejected.extend(std::mem::take(&mut settled.late));
+        rejected.sort_by_key(|e| e.line);
         let mut stopped_at = None;
         if self.strict {
-            if let Some(bad) = rejected.first().cloned() {
+            // A patch settles against what is stored, so a shorter prefix may reject a
+            // line the whole send did not: settle again until the first bad line holds.
+            while let Some(bad) = rejected.first().cloned() {
                 let before = &lines[..(bad.line - first_line) as usize];
                 accepted = self.decode(first_line, &join_lines(first_line, before).0).0;
+                settled = self.settle(accepted.clone()).await?;
                 rejected = vec![bad.clone()];
                 stopped_at = Some(bad);
+                if settled.late.is_empty() {
+                    break;
+                }
+                rejected = std::mem::take(&mut settled.late);
             }
         }
-        let durable_rows = self.write(accepted).await?;
+        let durable_rows = self.write_settled(settled, &accepted).await?;
         Ok(IngestAck {
             durable_rows,
             rejected,
@@ -241,40 +250,148 @@ impl Ingestor<'_> {
         })
     }
 
-    /// Write the decoded rows and deletes of `@stream` types; returns once all are
-    /// durable. A row and a delete of one key in the same send settle by line order (the
-    /// later wins), so what is written names each key once and its order within the send
-    /// does not matter; across sends, a shard's writes reach its WAL in send order.
-    pub async fn write(&self, accepted: Accepted) -> Result<u64> {
-        let types = accepted
-            .batches
-            .iter()
-            .map(|b| &b.type_name)
-            .chain(accepted.deletes.iter().map(|d| &d.type_name));
-        for name in types {
+    /// Write the decoded rows, patches and deletes of `@stream` types; returns once all
+    /// are durable, with the patch lines that had no row to patch (not written). Rows,
+    /// patches and deletes of one key in the same send settle by line order, so what is
+    /// written names each key once (whole rows and tombstones) and its order within the
+    /// send does not matter; across sends, a shard's writes reach its WAL in send order.
+    pub async fn write(&self, writes: Writes) -> Result<(u64, Vec<LineError>)> {
+        let _turn = self.turn(&writes).await;
+        let mut settled = self.settle(writes.clone()).await?;
+        let late = std::mem::take(&mut settled.late);
+        Ok((self.write_settled(settled, &writes).await?, late))
+    }
+
+    /// This send's place among the process's sends: exclusive when it patches (its read
+    /// and its write must not be split by another send), shared otherwise.
+    async fn turn(&self, writes: &Writes) -> SendTurn<'_> {
+        let lock = &self.graph.streaming.patching;
+        if writes.patches.is_empty() {
+            SendTurn::Shared(lock.read().await)
+        } else {
+            SendTurn::Exclusive(lock.write().await)
+        }
+    }
+
+    /// Settle a send into whole rows and deletes: rows against deletes by line order,
+    /// patches laid over the rows they patch (the send's own, or the fresh view's).
+    fn settle(&self, writes: Writes) -> futures::future::BoxFuture<'_, Result<Settled>> {
+        // Boxed: its futures (a fresh read's among them) inside every send's would make
+        // the send's type too deep for the compiler's `Send` check.
+        futures::FutureExt::boxed(self.settle_now(writes))
+    }
+
+    async fn settle_now(&self, writes: Writes) -> Result<Settled> {
+        for name in writes.types() {
             if self.graph.type_def(name)?.stream.is_none() {
                 return Err(Error::NotStreamed {
-                    type_name: name.clone(),
+                    type_name: name.to_owned(),
                 });
             }
         }
+        for patches in &writes.patches {
+            self.own_shards_of(&patches.rows.type_name).await?;
+        }
         let (batches, removals) =
-            Removals::resolve(&self.graph.catalog, accepted.batches, accepted.deletes)?;
-        let deletes: Vec<(&str, Vec<String>)> = removals
+            Removals::resolve(&self.graph.catalog, writes.batches, writes.deletes)?;
+        let (batches, late) = apply_patches(
+            &self.graph.catalog,
+            batches,
+            &removals,
+            writes.patches,
+            |ty, keys| self.fresh_rows(ty, keys),
+        )
+        .await?;
+        let deletes = removals
             .named()
-            .map(|(name, keys)| (name, keys.map(str::to_owned).collect()))
+            .map(|(name, keys)| (name.to_owned(), keys.map(str::to_owned).collect()))
             .collect();
-        let writes = batches
+        Ok(Settled {
+            batches,
+            deletes,
+            late,
+        })
+    }
+
+    /// Make this process the writer of `type_name`'s shards before a patch reads them: a
+    /// writer that opens replays what every other process acknowledged, so the fresh view
+    /// holds every acknowledged row. A warm writer another process fenced reopens.
+    async fn own_shards_of(&self, type_name: &str) -> Result<()> {
+        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        match writer.check_fenced().await {
+            Err(error) if error.is_fenced() => {
+                self.graph.streaming.evict(&writer);
+                tokio::time::sleep(CLAIM_GRACE).await;
+                self.graph.table_writer(type_name, &self.branch).await?;
+                Ok(())
+            }
+            result => result.map_err(Error::from_memwal),
+        }
+    }
+
+    /// The rows of `ty` whose keys are `keys`, as a fresh read sees them now.
+    async fn fresh_rows(&self, ty: &TypeDef, keys: Vec<String>) -> Result<RecordBatch> {
+        let schema = ty.arrow_schema();
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let mut parts = Vec::new();
+        for chunk in keys.chunks(FRESH_LOOKUP_CHUNK) {
+            let list: Vec<String> = chunk.iter().map(|k| tributary_storage::quote(k)).collect();
+            let options = ReadOptions {
+                filter: Some(format!("id IN ({})", list.join(", "))),
+                select: Some(columns.clone()),
+                fresh: true,
+                ..ReadOptions::default()
+            };
+            let rows = self.graph.read(&ty.name, &options).await?;
+            parts.push(
+                RecordBatch::try_new(schema.clone(), rows.columns().to_vec()).map_err(
+                    |source| Error::Arrow {
+                        action: "read rows to patch",
+                        source,
+                    },
+                )?,
+            );
+        }
+        arrow_select::concat::concat_batches(&schema, &parts).map_err(|source| Error::Arrow {
+            action: "read rows to patch",
+            source,
+        })
+    }
+
+    /// Write what a send settled to. A send with patches whose writer was fenced settles
+    /// again before it writes once more: another process may have written the rows it
+    /// patched.
+    async fn write_settled(&self, settled: Settled, writes: &Writes) -> Result<u64> {
+        if writes.patches.is_empty() {
+            return self.put_settled(&settled, true).await;
+        }
+        match self.put_settled(&settled, false).await {
+            Err(Error::MemWal { source }) if source.is_fenced() => {
+                tracing::info!(error = %source, "writer fenced under a patch; settling again");
+                tokio::time::sleep(CLAIM_GRACE).await;
+                let again = self.settle(writes.clone()).await?;
+                self.put_settled(&again, false).await
+            }
+            result => result,
+        }
+    }
+
+    async fn put_settled(&self, settled: &Settled, retry_fenced: bool) -> Result<u64> {
+        let writes = settled
+            .batches
             .iter()
             .filter(|b| b.batch.num_rows() > 0)
             .map(|b| (b.type_name.as_str(), TableWrite::Rows(&b.batch)))
             .chain(
-                deletes
+                settled
+                    .deletes
                     .iter()
-                    .map(|(name, keys)| (*name, TableWrite::Deletes(keys))),
+                    .map(|(name, keys): &(String, Vec<String>)| {
+                        (name.as_str(), TableWrite::Deletes(keys))
+                    }),
             )
             .map(|(name, write)| async move {
-                self.apply(name, write).await?;
+                self.apply(name, write, retry_fenced).await?;
                 Ok::<_, Error>(match write {
                     TableWrite::Rows(batch) => batch.num_rows() as u64,
                     TableWrite::Deletes(keys) => keys.len() as u64,
@@ -288,6 +405,25 @@ impl Ingestor<'_> {
     }
 }
 
+/// A send settled into whole rows and tombstones.
+struct Settled {
+    batches: Vec<TypeBatch>,
+    /// Type → keys to delete.
+    deletes: Vec<(String, Vec<String>)>,
+    /// Patch lines with no row to patch.
+    late: Vec<LineError>,
+}
+
+/// Keys per fresh lookup of the rows a send patches.
+const FRESH_LOOKUP_CHUNK: usize = 4096;
+
+/// A send's hold on [`crate::streaming::Streaming::patching`], released when dropped.
+#[expect(dead_code, reason = "the guards are held for their drop")]
+enum SendTurn<'a> {
+    Shared(tokio::sync::RwLockReadGuard<'a, ()>),
+    Exclusive(tokio::sync::RwLockWriteGuard<'a, ()>),
+}
+
 /// How long a send that met a fence waits before it reopens the shard.
 const CLAIM_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
 
@@ -297,7 +433,12 @@ impl Ingestor<'_> {
     /// leaves the warm set and the write goes once more through a writer that reopens —
     /// and so replays — the shard. The fenced write acknowledged nothing, and an upsert
     /// (or a delete) twice is one.
-    async fn apply(&self, type_name: &str, write: TableWrite<'_>) -> Result<()> {
+    async fn apply(
+        &self,
+        type_name: &str,
+        write: TableWrite<'_>,
+        retry_fenced: bool,
+    ) -> Result<()> {
         let on = |writer: Arc<TableWriter>| async move {
             match write {
                 TableWrite::Rows(batch) => writer.put(batch).await,
@@ -306,6 +447,10 @@ impl Ingestor<'_> {
         };
         let writer = self.graph.table_writer(type_name, &self.branch).await?;
         match on(writer.clone()).await {
+            Err(error) if error.is_fenced() && !retry_fenced => {
+                self.graph.streaming.evict(&writer);
+                Err(Error::from_memwal(error))
+            }
             Err(error) if error.is_fenced() => {
                 tracing::info!(%error, "writer fenced; reopening its shards");
                 self.graph.streaming.evict(&writer);
@@ -363,7 +508,7 @@ impl Ingestor<'_> {
     /// Decode and validate `text`: the batches of `@stream` types, every rejected line (in
     /// line order; lines of other types are rejected with how to enrol them), and the last
     /// line number.
-    fn decode(&self, first_line: u64, text: &str) -> (Accepted, Vec<LineError>, u64) {
+    fn decode(&self, first_line: u64, text: &str) -> (Writes, Vec<LineError>, u64) {
         let mut decoder = Decoder::new(&self.graph.catalog);
         let mut last_line = first_line.saturating_sub(1);
         for (offset, line) in text.lines().enumerate() {
@@ -378,7 +523,7 @@ impl Ingestor<'_> {
                 .get(name)
                 .is_some_and(|ty| ty.stream.is_some())
         };
-        let mut accepted = Accepted::default();
+        let mut accepted = Writes::default();
         for batch in decoded.batches {
             if streamed(&batch.type_name) {
                 accepted.batches.push(batch);
@@ -391,6 +536,13 @@ impl Ingestor<'_> {
                 accepted.deletes.push(delete);
             } else {
                 rejected.extend(not_streamed(&delete.type_name, &delete.lines));
+            }
+        }
+        for patches in decoded.patches {
+            if streamed(&patches.rows.type_name) {
+                accepted.patches.push(patches);
+            } else {
+                rejected.extend(not_streamed(&patches.rows.type_name, &patches.rows.lines));
             }
         }
         rejected.sort_by_key(|e| e.line);

@@ -46,23 +46,26 @@ mod graph;
 mod ingest;
 mod load;
 mod ops;
+mod patches;
 mod read;
 mod recovery;
 mod removals;
 mod status;
 mod streaming;
 pub mod wire;
+mod writes;
 
 pub use cleanup::CleanupReport;
 pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
-pub use ingest::{Accepted, IngestAck, IngestOptions, Ingestor, StreamLine};
+pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 pub use tributary_storage::ErrorKind;
+pub use writes::Writes;
 
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{

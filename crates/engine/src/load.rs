@@ -10,16 +10,18 @@ use lance::dataset::{
 use lance::Dataset;
 use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
-use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeDeletes, TypeKind};
+use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
-use tributary_write::lookup::{existing_ids, string_column};
+use tributary_write::lookup::{existing_ids, rows_by_key, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
 
 use crate::error::{
     ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, PublishSnafu, Result,
 };
 use crate::graph::{At, Graph, WriteTurn};
+use crate::patches::apply_patches;
 use crate::removals::Removals;
+use crate::writes::Writes;
 
 /// What to do with a row whose key already exists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -70,18 +72,12 @@ impl Graph {
             }
             .fail();
         }
-        self.load_batches(decoded.batches, decoded.deletes, options)
-            .await
+        self.load_writes(decoded.into(), options).await
     }
 
-    /// Load already-decoded rows and deletes as one graph commit.
-    pub async fn load_batches(
-        &self,
-        batches: Vec<TypeBatch>,
-        deletes: Vec<TypeDeletes>,
-        options: &LoadOptions,
-    ) -> Result<LoadOutcome> {
-        if batches.iter().all(|b| b.batch.num_rows() == 0) && deletes.is_empty() {
+    /// Load already-decoded rows, patches and deletes as one graph commit.
+    pub async fn load_writes(&self, writes: Writes, options: &LoadOptions) -> Result<LoadOutcome> {
+        if writes.is_empty() {
             return EmptyLoadSnafu.fail();
         }
         if options.branch != MAIN_BRANCH {
@@ -93,7 +89,7 @@ impl Graph {
                 .context(PublishSnafu)?;
         }
         let turn = self.write_turn(&options.branch).await?;
-        let loaded = self.load_in_turn(&turn, batches, deletes, options).await;
+        let loaded = self.load_in_turn(&turn, writes, options).await;
         turn.end().await;
         loaded
     }
@@ -104,24 +100,40 @@ impl Graph {
     async fn load_in_turn(
         &self,
         turn: &WriteTurn,
-        batches: Vec<TypeBatch>,
-        deletes: Vec<TypeDeletes>,
+        writes: Writes,
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
-        let batches = dedupe_keys(&self.catalog, batches, options.mode)?;
-        let (batches, removals) = Removals::resolve(&self.catalog, batches, deletes)?;
-        let touched: Vec<&str> = batches
-            .iter()
-            .map(|b| b.type_name.as_str())
-            .chain(removals.types())
+        let touched: Vec<String> = writes
+            .types()
+            .chain(cascaded_types(&self.catalog, &writes))
+            .map(str::to_owned)
             .collect();
+        let batches = dedupe_keys(&self.catalog, writes.batches, options.mode)?;
+        let (batches, removals) = Removals::resolve(&self.catalog, batches, writes.deletes)?;
+        let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
         self.fold_before_load(turn, &options.branch, &touched)
             .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
         let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
-        let (going, mut errors) = removals.check(&self.catalog, &tables, &batches).await?;
+        // Patches are laid over the rows the head holds, after everything pending folded.
+        let (batches, mut errors) = apply_patches(
+            &self.catalog,
+            batches,
+            &removals,
+            writes.patches,
+            |ty, keys| {
+                let tables = &tables;
+                async move {
+                    let table = tables.open(ty).await?;
+                    Ok(rows_by_key(&table, ty, &keys).await?)
+                }
+            },
+        )
+        .await?;
+        let (going, more) = removals.check(&self.catalog, &tables, &batches).await?;
+        errors.extend(more);
         errors.extend(
             self.check_request(&tables, &batches, &removals, &going, options.mode)
                 .await?,
@@ -344,4 +356,23 @@ fn dedupe_keys(
         errors.sort_by_key(|e| e.line);
         InvalidDataSnafu { errors }.fail()
     }
+}
+
+/// The edge types a request's node deletes may cascade into: their pending rows fold first.
+fn cascaded_types<'c>(catalog: &'c Catalog, writes: &Writes) -> Vec<&'c str> {
+    let deleted: Vec<&str> = writes
+        .deletes
+        .iter()
+        .map(|d| d.type_name.as_str())
+        .collect();
+    catalog
+        .types
+        .iter()
+        .filter(|ty| {
+            ty.edge.as_ref().is_some_and(|e| {
+                deleted.contains(&e.from.as_str()) || deleted.contains(&e.to.as_str())
+            })
+        })
+        .map(|ty| ty.name.as_str())
+        .collect()
 }

@@ -119,6 +119,12 @@ impl Removals {
         named.chain(cascaded).map(String::as_str)
     }
 
+    /// The line of the delete of `key` of `type_name`, if this request deletes it (and no
+    /// later line writes it again).
+    pub fn deleted_on(&self, type_name: &str, key: &str) -> Option<u64> {
+        self.named.get(type_name)?.get(key).copied()
+    }
+
     /// Type → the keys its delete lines name (and that no later line writes again).
     pub fn named(&self) -> impl Iterator<Item = (&str, impl Iterator<Item = &str>)> {
         self.named

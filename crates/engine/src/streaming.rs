@@ -65,6 +65,10 @@ pub(crate) struct Streaming {
     /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
     last_error: SyncMutex<Option<Option<String>>>,
     pub(crate) folder: Mutex<Option<Folder>>,
+    /// A send with patches reads the rows it patches and writes them whole: it holds this
+    /// exclusively, every other send shared, so no write of this process lands between
+    /// its read and its write (another process's write fences this one's writer first).
+    pub(crate) patching: tokio::sync::RwLock<()>,
 }
 
 impl Streaming {

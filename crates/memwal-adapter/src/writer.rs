@@ -326,6 +326,20 @@ impl TableWriter {
         Ok(parts)
     }
 
+    /// Fails with a fence error when another writer has claimed any of the shards since
+    /// this one opened (one read of each shard's manifest): what this writer holds may
+    /// then be behind what was acknowledged.
+    pub async fn check_fenced(&self) -> Result<()> {
+        for (shard, writer) in &self.shards {
+            writer
+                .writer()
+                .check_fenced()
+                .await
+                .map_err(|e| from_lance(&self.table, shard, "check fence", e))?;
+        }
+        Ok(())
+    }
+
     /// The writers, for status and (later) the fold's freeze.
     pub fn shards(&self) -> impl Iterator<Item = (&Uuid, &ShardWriter)> {
         self.shards.iter().map(|(id, w)| (id, w.writer()))

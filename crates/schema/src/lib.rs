@@ -6,7 +6,10 @@ pub mod decode;
 mod path;
 pub mod schema;
 
-pub use decode::{decode_str, edge_id, Decoded, Decoder, LineError, TypeBatch, TypeDeletes};
+pub use decode::{
+    decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError, TypeBatch,
+    TypeDeletes, TypePatches,
+};
 pub use path::TablePath;
 pub use schema::{
     Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,

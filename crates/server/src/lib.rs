@@ -2,6 +2,10 @@
 //! by its folder name. Endpoints are listed in [`ROUTES`] and documented in
 //! `openapi.json` (a test holds the two together).
 
+// A send's future nests the engine's (settling, a fresh read, the puts) inside the
+// server's: proving it `Send` walks deeper than the default limit of 128.
+#![recursion_limit = "256"]
+
 mod access;
 mod admission;
 mod auth;

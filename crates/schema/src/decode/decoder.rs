@@ -12,7 +12,7 @@ use crate::schema::{Catalog, TypeDef, TypeKind};
 /// Unknown-type errors list the declared types when there are at most this many.
 const MAX_LISTED_TYPES: usize = 12;
 
-const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data, delete, key";
+const ENVELOPE_KEYS: &str = "type, edge, from, to, from_type, to_type, data, patch, delete, key";
 
 /// Decodes NDJSON lines against a catalog into per-type Arrow builders.
 pub struct Decoder<'c> {
@@ -25,11 +25,14 @@ pub struct Decoder<'c> {
     buffered_rows: usize,
     /// Per catalog type: the ids its delete lines name, and their lines.
     deletes: Vec<(Vec<String>, Vec<u64>)>,
+    /// Per catalog type: its patch lines, made at the type's first patch.
+    patches: Vec<Option<TableBuilder<'c>>>,
 }
 
-/// A valid line: a row to write, or a key to delete.
+/// A valid line: a row to write, a patch of one, or a key to delete.
 enum Staged<'l> {
     Row(StagedRow<'l>),
+    Patch(StagedRow<'l>),
     Delete { table: usize, id: String },
 }
 
@@ -65,6 +68,7 @@ struct Envelope<'a> {
     from_type: Option<Json<'a>>,
     to_type: Option<Json<'a>>,
     data: Option<Json<'a>>,
+    patch: Option<Json<'a>>,
     delete: Option<Json<'a>>,
     key: Option<Json<'a>>,
 }
@@ -81,6 +85,7 @@ impl<'a> Envelope<'a> {
                 "from_type" => &mut envelope.from_type,
                 "to_type" => &mut envelope.to_type,
                 "data" => &mut envelope.data,
+                "patch" => &mut envelope.patch,
                 "delete" => &mut envelope.delete,
                 "key" => &mut envelope.key,
                 _ => {
@@ -115,6 +120,7 @@ impl<'c> Decoder<'c> {
             rejects: Vec::new(),
             buffered_rows: 0,
             deletes: catalog.types.iter().map(|_| Default::default()).collect(),
+            patches: catalog.types.iter().map(|_| None).collect(),
         }
     }
 
@@ -130,6 +136,13 @@ impl<'c> Decoder<'c> {
                 if let Some(table) = self.tables[row.table].as_mut() {
                     table.append(line_no, row);
                 }
+                self.buffered_rows += 1;
+            }
+            Ok(Staged::Patch(row)) => {
+                let def = &self.catalog.types[row.table];
+                self.patches[row.table]
+                    .get_or_insert_with(|| TableBuilder::for_patches(def))
+                    .append(line_no, row);
                 self.buffered_rows += 1;
             }
             Ok(Staged::Delete { table, id }) => {
@@ -176,6 +189,13 @@ impl<'c> Decoder<'c> {
                 lines: std::mem::take(lines),
             })
             .collect();
+        let patches = self
+            .patches
+            .iter_mut()
+            .flatten()
+            .filter(|table| table.row_count() > 0)
+            .map(TableBuilder::finish_patches)
+            .collect();
         let mut rejects = std::mem::take(&mut self.rejects);
         // Callers may push lines out of order (e.g. several readers); report in line order.
         rejects.sort_by_key(|reject| reject.line);
@@ -183,6 +203,7 @@ impl<'c> Decoder<'c> {
         Decoded {
             batches,
             deletes,
+            patches,
             rejects,
         }
     }
@@ -214,6 +235,12 @@ impl<'c> Decoder<'c> {
             ));
         }
         let (table_index, def) = self.resolve_type(&envelope)?;
+        let patching = envelope.patch.is_some();
+        if patching && envelope.data.is_some() {
+            return Err(Reject::line(
+                "a line holds \"data\" (a whole row) or \"patch\" (its key and the fields to set), not both",
+            ));
+        }
 
         let endpoints = match def.kind {
             TypeKind::Edge => Some(check_endpoints(def, &envelope)?),
@@ -235,7 +262,11 @@ impl<'c> Decoder<'c> {
         };
 
         let table = self.tables[table_index].get_or_insert_with(|| TableBuilder::new(def));
-        let cells = stage_fields(table, envelope.data)?;
+        let cells = if patching {
+            stage_patch_fields(def, envelope.patch)?
+        } else {
+            stage_fields(table, envelope.data)?
+        };
         let key = match table.key_index {
             Some(index) => {
                 let key_field = &def.fields[index];
@@ -245,6 +276,12 @@ impl<'c> Decoder<'c> {
                         return Err(Reject::field(&key_field.name, "key must not be empty"))
                     }
                     Some(key) => Some(key),
+                    None if patching => {
+                        return Err(Reject::field(
+                            &key_field.name,
+                            "a patch names its row by the key field, which is missing or null",
+                        ))
+                    }
                     None => return Err(Reject::field(&key_field.name, "key is missing or null")),
                 }
             }
@@ -256,12 +293,17 @@ impl<'c> Decoder<'c> {
             }
             None => None,
         };
-        Ok(Staged::Row(StagedRow {
+        let row = StagedRow {
             table: table_index,
             key,
             endpoints,
             cells,
-        }))
+        };
+        Ok(if patching {
+            Staged::Patch(row)
+        } else {
+            Staged::Row(row)
+        })
     }
 
     /// A delete line: `{"delete": T, "key": K}` for a node type or an edge type with its
@@ -271,6 +313,7 @@ impl<'c> Decoder<'c> {
             ("type", &envelope.node_type),
             ("edge", &envelope.edge_type),
             ("data", &envelope.data),
+            ("patch", &envelope.patch),
             ("from_type", &envelope.from_type),
             ("to_type", &envelope.to_type),
         ];
@@ -499,6 +542,50 @@ fn stage_fields<'l>(
         if cells[index].is_none() && !field.nullable && !table.has_default(index) {
             return Err(Reject::field(&field.name, required(field)));
         }
+    }
+    Ok(cells)
+}
+
+/// Convert the `patch` object: the fields it names, each checked as in a whole row; a
+/// field it leaves out is `None` (kept from the row it patches).
+fn stage_patch_fields<'l>(
+    def: &TypeDef,
+    patch: Option<Json<'l>>,
+) -> Result<Vec<Option<Cell<'l>>>, Reject> {
+    let members = match patch {
+        Some(Json::Object(members)) => members,
+        other => {
+            return Err(Reject::line(format!(
+                "\"patch\" must be an object of the key and the fields to set, found {}",
+                other.as_ref().map_or("nothing".to_owned(), Json::describe)
+            )))
+        }
+    };
+    let mut cells: Vec<Option<Cell<'l>>> = vec![None; def.fields.len()];
+    for (name, value) in members {
+        let Some(index) = def.fields.iter().position(|field| field.name == name) else {
+            return Err(Reject::field(&name, unknown_field(def)));
+        };
+        let field = &def.fields[index];
+        if cells[index].is_some() {
+            return Err(Reject::field(&field.name, "field appears twice"));
+        }
+        let cell = match value {
+            Json::Null if field.nullable => Cell::Null,
+            Json::Null => {
+                return Err(Reject::field(
+                    &field.name,
+                    format!(
+                        "a patch cannot set a required field to null (expected {})",
+                        field.ty
+                    ),
+                ))
+            }
+            value => {
+                convert_field(field, value).map_err(|reason| Reject::field(&field.name, reason))?
+            }
+        };
+        cells[index] = Some(cell);
     }
     Ok(cells)
 }

@@ -3,14 +3,16 @@
 //! A line is either `{"type": T, "data": {...}}` (a node),
 //! `{"edge": E, "from": KEY, "to": KEY, "data": {...}}` (an edge), or a delete:
 //! `{"delete": T, "key": KEY}` (a node, or an edge with its own `@key`) or
-//! `{"delete": E, "from": KEY, "to": KEY}` (an edge without one). Every value of a line is
-//! converted and checked before anything is appended, so a rejected line contributes no
-//! row at all.
+//! `{"delete": E, "from": KEY, "to": KEY}` (an edge without one), or a patch, a row's line
+//! with `"patch"` in place of `"data"`: the key and the fields to set. Every value of a
+//! line is converted and checked before anything is appended, so a rejected line
+//! contributes no row at all.
 
 mod columns;
 pub(crate) mod convert;
 mod decoder;
 mod json;
+mod patch;
 mod table;
 
 use std::fmt;
@@ -18,6 +20,7 @@ use std::fmt;
 use arrow_array::RecordBatch;
 
 pub use decoder::Decoder;
+pub use patch::{patch_rows, patch_schema};
 
 /// The id of an edge without its own `@key`: `src->dst`, with `\` and `->` inside either
 /// key escaped (`\\`, `\->`) so that no two endpoint pairs share an id (`a`→`b->c` and
@@ -51,6 +54,8 @@ pub struct Decoded {
     pub batches: Vec<TypeBatch>,
     /// The keys delete lines name, one entry per type that has any, in declaration order.
     pub deletes: Vec<TypeDeletes>,
+    /// The patch lines, one entry per type that has any, in declaration order.
+    pub patches: Vec<TypePatches>,
     /// Rejected lines, in line order.
     pub rejects: Vec<LineError>,
 }
@@ -99,6 +104,16 @@ pub struct TypeDeletes {
     pub ids: Vec<String>,
     /// Source line of each id, parallel to `ids`.
     pub lines: Vec<u64>,
+}
+
+/// The patch lines of one type, in line order (a key may be patched more than once).
+#[derive(Debug, Clone)]
+pub struct TypePatches {
+    /// Schema: [`patch_schema`] of the type (every field nullable); a field a patch does
+    /// not set is null.
+    pub rows: TypeBatch,
+    /// Per row, per field of the type (`TypeDef::fields` order): whether the patch sets it.
+    pub set: Vec<Vec<bool>>,
 }
 
 /// Why one input line was rejected.

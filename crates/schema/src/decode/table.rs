@@ -10,7 +10,7 @@ use arrow_schema::SchemaRef;
 
 use super::columns::Column;
 use super::convert::{convert_field, default_as_json, Cell};
-use super::TypeBatch;
+use super::{TypeBatch, TypePatches};
 use crate::schema::{TypeDef, TypeKind};
 
 /// A key value in the form the `id` column is derived from.
@@ -61,6 +61,9 @@ pub(crate) struct TableBuilder<'c> {
     /// Position of the `@key` field in `def.fields`.
     pub key_index: Option<usize>,
     lines: Vec<u64>,
+    /// Patches: per row, which fields it sets (`None` for rows, whose absent fields take
+    /// their default or null).
+    set: Option<Vec<Vec<bool>>>,
 }
 
 impl<'c> TableBuilder<'c> {
@@ -92,7 +95,18 @@ impl<'c> TableBuilder<'c> {
                 .as_ref()
                 .and_then(|key| def.fields.iter().position(|field| field.name == *key)),
             lines: Vec::new(),
+            set: None,
         }
+    }
+
+    /// A builder of patches: every field nullable, no defaults (a field a patch does not
+    /// set is null, and flagged unset).
+    pub fn for_patches(def: &'c TypeDef) -> TableBuilder<'c> {
+        let mut builder = TableBuilder::new(def);
+        builder.defaults = def.fields.iter().map(|_| None).collect();
+        builder.schema = super::patch_schema(def);
+        builder.set = Some(Vec::new());
+        builder
     }
 
     pub fn has_default(&self, field_index: usize) -> bool {
@@ -117,6 +131,9 @@ impl<'c> TableBuilder<'c> {
             self.sources.append_value(src);
             self.targets.append_value(dst);
         }
+        if let Some(set) = &mut self.set {
+            set.push(row.cells.iter().map(Option::is_some).collect());
+        }
         for ((column, cell), default) in self.columns.iter_mut().zip(&row.cells).zip(&self.defaults)
         {
             match (cell, default) {
@@ -126,6 +143,15 @@ impl<'c> TableBuilder<'c> {
             }
         }
         self.lines.push(line);
+    }
+
+    /// The patches appended so far, and reset for reuse.
+    pub fn finish_patches(&mut self) -> TypePatches {
+        let set = self.set.as_mut().map(std::mem::take).unwrap_or_default();
+        TypePatches {
+            rows: self.finish(),
+            set,
+        }
     }
 
     /// Build the batch of everything appended so far and reset for reuse.

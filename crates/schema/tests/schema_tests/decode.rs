@@ -305,7 +305,7 @@ rejection_tests! {
     edge_type_used_as_node: r#"{"type":"Knows","data":{}}"# => None,
         r#"Knows is an edge type: write {"edge": "Knows", "from": ..., "to": ...}, not "type""#;
     unknown_envelope_key: r#"{"type":"Person","dat":{"name":"x"}}"# => None,
-        r#"unknown key "dat" (expected type, edge, from, to, from_type, to_type, data, delete, key)"#;
+        r#"unknown key "dat" (expected type, edge, from, to, from_type, to_type, data, patch, delete, key)"#;
     edge_key_on_a_node: r#"{"type":"Person","from":"x","data":{"name":"x"}}"# => None,
         r#""from" only applies to edges, but Person is a node type"#;
     data_not_an_object: r#"{"type":"Person","data":["x"]}"# => None,
@@ -524,4 +524,80 @@ fn delete_lines_name_ids() {
             ),
         ]
     );
+}
+
+/// Patch lines decode to the key and the fields they set (no defaults, nothing required),
+/// each field checked as in a whole row.
+#[test]
+fn patch_lines_set_only_the_fields_they_name() {
+    let text = [
+        r#"{"type":"Person","patch":{"name":"ada","age":31}}"#,
+        r#"{"type":"Person","patch":{"name":"ada","email":null}}"#,
+        r#"{"edge":"WorksAt","from":"ada","to":"acme","patch":{"since":"2020-01-01"}}"#,
+    ]
+    .join("\n");
+    let decoded = decode_str(&catalog(), &text);
+    assert!(decoded.rejects.is_empty(), "{:?}", decoded.rejects);
+    assert_eq!(decoded.row_count(), 0, "a patch is not a whole row");
+    let people = &decoded.patches[0];
+    assert_eq!(people.rows.type_name, "Person");
+    assert_eq!(people.rows.lines, [1, 2]);
+    assert_eq!(strings(&people.rows.batch, "id"), some(&["ada", "ada"]));
+    let fields: Vec<&str> = ["name", "age", "status", "email"].into();
+    let person = catalog().get("Person").unwrap().clone();
+    let index = |name: &str| person.fields.iter().position(|f| f.name == name).unwrap();
+    let set =
+        |row: usize| -> Vec<bool> { fields.iter().map(|f| people.set[row][index(f)]).collect() };
+    assert_eq!(
+        set(0),
+        [true, true, false, false],
+        "status keeps its row's value"
+    );
+    assert_eq!(
+        set(1),
+        [true, false, false, true],
+        "null is a value a patch sets"
+    );
+    let status = people.rows.batch.column_by_name("status").unwrap();
+    assert!(status.is_null(0), "no default in a patch");
+    let works = &decoded.patches[1];
+    assert_eq!(strings(&works.rows.batch, "id"), some(&["ada->acme"]));
+}
+
+#[test]
+fn bad_patch_lines_name_their_line_and_field() {
+    let text = [
+        r#"{"type":"Person","patch":{"age":31}}"#,
+        r#"{"type":"Person","patch":{"name":"ada","age":"old"}}"#,
+        r#"{"type":"Person","patch":{"name":"ada","verified":null}}"#,
+        r#"{"type":"Person","patch":{"name":"ada","nope":1}}"#,
+        r#"{"type":"Person","patch":{"name":"ada"},"data":{"name":"ada"}}"#,
+        r#"{"type":"Person","patch":[1]}"#,
+        r#"{"delete":"Person","key":"ada","patch":{}}"#,
+    ]
+    .join("\n");
+    let decoded = decode_str(&catalog(), &text);
+    let got: Vec<(u64, Option<&str>)> = decoded
+        .rejects
+        .iter()
+        .map(|e| (e.line, e.field.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, Some("name")),
+            (2, Some("age")),
+            (3, Some("verified")),
+            (4, Some("nope")),
+            (5, None),
+            (6, None),
+            (7, None),
+        ],
+        "{:?}",
+        decoded.rejects
+    );
+    assert!(decoded.rejects[2]
+        .reason
+        .contains("cannot set a required field to null"));
+    assert!(decoded.patches.is_empty());
 }

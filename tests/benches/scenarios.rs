@@ -38,6 +38,9 @@ struct Settings {
     read_lookups: usize,
     /// (base rows, pending rows) of the fold-vs-raw-merge scenario.
     fold_merge: &'static [(usize, usize)],
+    /// (base rows, pending lines) of the fold of upserts beside one with 10% deletes and
+    /// 10% patches.
+    fold_mix: &'static [(usize, usize)],
     /// Rows per fold, and the backlogs folded with it, of the fold-memory scenario.
     fold_memory: (u64, [usize; 2]),
     /// Commit depths of the commit-point scenario, and the rounds timed at each.
@@ -291,11 +294,12 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 7] = [
+const GROUPS: [&str; 8] = [
     "load",
     "ingest",
     "fold",
     "fold_merge",
+    "fold_mix",
     "http",
     "reads",
     "commit_point",
@@ -328,6 +332,7 @@ fn main() {
             read_pending: &[0, 1_000],
             read_lookups: 20,
             fold_merge: &[(10_000, 10_000)],
+            fold_mix: &[(10_000, 10_000)],
             fold_memory: (5_000, [5_000, 20_000]),
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
@@ -345,6 +350,7 @@ fn main() {
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
             fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
+            fold_mix: &[(1_000_000, 100_000)],
             fold_memory: (250_000, [250_000, 1_000_000]),
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
@@ -387,12 +393,18 @@ fn main() {
             for &(base, pending) in settings.fold_merge {
                 fold::fold_vs_merge(base, pending).await;
             }
+
             // The cap's worth into an empty table, four times it, and the cap's worth into
             // a table the size the 4x backlog ends at.
             let (max_rows, [small, large]) = settings.fold_memory;
             fold::fold_memory(max_rows, small, 0).await;
             fold::fold_memory(max_rows, large, 0).await;
             fold::fold_memory(max_rows, small, large - small).await;
+        }
+        if runs("fold_mix") {
+            for &(base, pending) in settings.fold_mix {
+                fold::fold_mix(base, pending).await;
+            }
         }
         if runs("http") {
             for producers in [16, 64] {

@@ -1,13 +1,14 @@
-//! Model test: random sequences of ingest, load, fold, crash-and-reopen and crashes inside
-//! a fold; after a final fold the graph equals a model that keeps the last acknowledged
-//! write per key, and every rejected edge is a dead letter.
+//! Model test: random sequences of ingest and load (rows, patches, deletes), fold,
+//! crash-and-reopen and crashes inside a fold; after a final fold the graph equals a model
+//! that keeps the last acknowledged write per key (a patch laid over the row it saw, a
+//! deleted node's edges gone), and every rejected edge is a dead letter.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow_array::{Array, Int32Array, StringArray};
 use proptest::prelude::*;
 use tributary::{At, Graph, LoadOptions, ReadOptions};
-use tributary_tests::{edge, ndjson, person, SCHEMA};
+use tributary_tests::{delete, edge, ndjson, person, SCHEMA};
 
 use crate::FAILPOINTS;
 
@@ -23,7 +24,11 @@ const FOLD_WINDOWS: [&str; 4] = [
 enum Op {
     Ingest(usize, i32),
     IngestEdge(usize, usize),
+    IngestDelete(usize),
+    IngestPatch(usize, i32),
     Load(usize, i32),
+    LoadDelete(usize),
+    LoadPatch(usize, i32),
     Fold,
     CrashAndReopen,
     CrashInFold(usize),
@@ -33,7 +38,11 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         4 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::Ingest(k, a)),
         2 => (0..KEYS, 0..KEYS).prop_map(|(a, b)| Op::IngestEdge(a, b)),
+        1 => (0..KEYS).prop_map(Op::IngestDelete),
+        1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::IngestPatch(k, a)),
         1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::Load(k, a)),
+        1 => (0..KEYS).prop_map(Op::LoadDelete),
+        1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::LoadPatch(k, a)),
         2 => Just(Op::Fold),
         1 => Just(Op::CrashAndReopen),
         1 => (0..FOLD_WINDOWS.len()).prop_map(Op::CrashInFold),
@@ -45,16 +54,29 @@ fn op() -> impl Strategy<Value = Op> {
 struct Model {
     people: BTreeMap<String, i32>,
     knows: BTreeSet<String>,
-    pending_people: Vec<(String, i32)>,
+    /// Acknowledged, not folded: an age, or a delete (`None`).
+    pending_people: Vec<(String, Option<i32>)>,
     pending_knows: Vec<(String, String)>,
     rejected: usize,
 }
 
 impl Model {
     fn fold(&mut self) {
+        // Nodes whose newest write is a delete take their edges with them.
+        let mut gone = BTreeSet::new();
         for (key, age) in self.pending_people.drain(..) {
-            self.people.insert(key, age);
+            match age {
+                Some(age) => {
+                    gone.remove(&key);
+                    self.people.insert(key, age);
+                }
+                None => {
+                    self.people.remove(&key);
+                    gone.insert(key);
+                }
+            }
         }
+        self.cascade(&gone);
         let edges: BTreeSet<(String, String)> = self.pending_knows.drain(..).collect();
         for (a, b) in edges {
             if self.people.contains_key(&a) && self.people.contains_key(&b) {
@@ -64,6 +86,30 @@ impl Model {
             }
         }
     }
+}
+
+impl Model {
+    /// A node's row as a fresh read sees it: the newest acknowledged write.
+    fn current(&self, key: &str) -> Option<i32> {
+        match self.pending_people.iter().rev().find(|(k, _)| k == key) {
+            Some((_, age)) => *age,
+            None => self.people.get(key).copied(),
+        }
+    }
+
+    fn cascade(&mut self, gone: &BTreeSet<String>) {
+        self.knows.retain(|id| {
+            let (a, b) = id.split_once("->").unwrap();
+            !gone.contains(a) && !gone.contains(b)
+        });
+    }
+}
+
+fn patch(k: usize, age: i32) -> String {
+    format!(
+        r#"{{"type":"Person","patch":{{"name":"{}","age":{age}}}}}"#,
+        key(k)
+    )
 }
 
 fn key(i: usize) -> String {
@@ -95,7 +141,27 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .await
                     .unwrap();
                 prop_assert_eq!(ack.durable_rows, 1);
-                model.pending_people.push((key(k), age));
+                model.pending_people.push((key(k), Some(age)));
+            }
+            Op::IngestDelete(k) => {
+                let line = delete("Person", &key(k));
+                let ack = graph.ingest("main").unwrap().send(1, &line).await.unwrap();
+                prop_assert_eq!(ack.durable_rows, 1);
+                model.pending_people.push((key(k), None));
+            }
+            Op::IngestPatch(k, age) => {
+                let ack = graph
+                    .ingest("main")
+                    .unwrap()
+                    .send(1, &patch(k, age))
+                    .await
+                    .unwrap();
+                if model.current(&key(k)).is_some() {
+                    prop_assert_eq!(ack.durable_rows, 1, "{:?}", ack.rejected);
+                    model.pending_people.push((key(k), Some(age)));
+                } else {
+                    prop_assert_eq!(ack.rejected.len(), 1);
+                }
             }
             Op::IngestEdge(a, b) => {
                 let line = edge("Knows", &key(a), &key(b));
@@ -110,6 +176,30 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     .unwrap();
                 model.fold();
                 model.people.insert(key(k), age);
+            }
+            Op::LoadDelete(k) => {
+                let line = delete("Person", &key(k));
+                graph
+                    .load(&ndjson(&[line]), &LoadOptions::default())
+                    .await
+                    .unwrap();
+                model.fold();
+                model.people.remove(&key(k));
+                model.cascade(&BTreeSet::from([key(k)]));
+            }
+            Op::LoadPatch(k, age) => {
+                let loaded = graph
+                    .load(&ndjson(&[patch(k, age)]), &LoadOptions::default())
+                    .await;
+                // The load folds what is pending first, whether or not it is refused.
+                model.fold();
+                match model.people.get_mut(&key(k)) {
+                    Some(stored) => {
+                        prop_assert!(loaded.is_ok(), "{:?}", loaded.err());
+                        *stored = age;
+                    }
+                    None => prop_assert!(loaded.is_err()),
+                }
             }
             Op::Fold => {
                 graph.fold("main").await.unwrap();

@@ -309,3 +309,33 @@ async fn a_patch_fenced_by_another_process_settles_again() {
     assert_eq!(text(&ada, "email").as_deref(), Some("ada@x.io"));
     first.close().await.unwrap();
 }
+
+/// A load while a patch is between its read and its write waits for the patch (the patch
+/// holds the branch's write turn): the load, acknowledged later, wins whole, and the patch
+/// never writes back the row it read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_waits_for_a_patch_in_flight() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let graph = Arc::new(graph);
+    load(&graph, &[full("ada", 1, "a@x.io", "old")])
+        .await
+        .unwrap();
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("memwal::before-put", "sleep(500)").unwrap();
+    let patching = {
+        let graph = graph.clone();
+        tokio::spawn(async move { send(&graph, &[patch("ada", r#""age":2"#)]).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    load(&graph, &[full("ada", 3, "a@x.io", "new")])
+        .await
+        .unwrap();
+    let ack = patching.await.unwrap();
+    scenario.teardown();
+    assert_eq!(ack.durable_rows, 1);
+    graph.fold("main").await.unwrap();
+    let ada = row(&graph, "ada", &At::default()).await.unwrap();
+    assert_eq!(age(&ada), Some(3));
+    assert_eq!(text(&ada, "bio").as_deref(), Some("new"));
+}

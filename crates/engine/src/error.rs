@@ -137,6 +137,9 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Read { source: tributary_fresh_read::Error },
 
+    #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
+    PatchedRowsChanged,
+
     /// What a server answered (or that it could not be reached), for a client of one.
     #[snafu(display("{message}"))]
     Remote { kind: ErrorKind, message: String },
@@ -181,6 +184,7 @@ impl Error {
             | Error::WrongDimension { .. }
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
             Error::Arrow { .. } => ErrorKind::Internal,
+            Error::PatchedRowsChanged => ErrorKind::Conflict,
             Error::UnknownType { .. } => ErrorKind::NotFound,
             Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),

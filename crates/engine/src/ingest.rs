@@ -221,33 +221,39 @@ impl Ingestor<'_> {
         let last_line = (first_line + lines.len() as u64).saturating_sub(1);
         rejected.extend(unreadable);
         rejected.sort_by_key(|e| e.line);
-        let _turn = self.turn(&accepted).await;
-        let mut settled = self.settle(accepted.clone()).await?;
-        rejected.extend(std::mem::take(&mut settled.late));
-        rejected.sort_by_key(|e| e.line);
-        let mut stopped_at = None;
-        if self.strict {
-            // A patch settles against what is stored, so a shorter prefix may reject a
-            // line the whole send did not: settle again until the first bad line holds.
-            while let Some(bad) = rejected.first().cloned() {
-                let before = &lines[..(bad.line - first_line) as usize];
-                accepted = self.decode(first_line, &join_lines(first_line, before).0).0;
-                settled = self.settle(accepted.clone()).await?;
-                rejected = vec![bad.clone()];
-                stopped_at = Some(bad);
-                if settled.late.is_empty() {
-                    break;
+        let turn = self.turn(&accepted).await?;
+        let acked = async {
+            let mut settled = self.settle(accepted.clone()).await?;
+            rejected.extend(settled.late.iter().cloned());
+            rejected.sort_by_key(|e| e.line);
+            let mut stopped_at = None;
+            if self.strict {
+                // A patch settles against what is stored, so a shorter prefix may reject
+                // a line the whole send did not: settle again until the first bad line
+                // holds.
+                while let Some(bad) = rejected.first().cloned() {
+                    let before = &lines[..(bad.line - first_line) as usize];
+                    accepted = self.decode(first_line, &join_lines(first_line, before).0).0;
+                    settled = self.settle(accepted.clone()).await?;
+                    rejected = vec![bad.clone()];
+                    stopped_at = Some(bad);
+                    if settled.late.is_empty() {
+                        break;
+                    }
+                    rejected = settled.late.clone();
                 }
-                rejected = std::mem::take(&mut settled.late);
             }
+            let durable_rows = self.write_settled(settled, &accepted).await?;
+            Ok(IngestAck {
+                durable_rows,
+                rejected,
+                through_line: stopped_at.as_ref().map_or(last_line, |bad| bad.line),
+                stopped_at,
+            })
         }
-        let durable_rows = self.write_settled(settled, &accepted).await?;
-        Ok(IngestAck {
-            durable_rows,
-            rejected,
-            through_line: stopped_at.as_ref().map_or(last_line, |bad| bad.line),
-            stopped_at,
-        })
+        .await;
+        turn.end().await;
+        acked
     }
 
     /// Write the decoded rows, patches and deletes of `@stream` types; returns once all
@@ -256,21 +262,33 @@ impl Ingestor<'_> {
     /// written names each key once (whole rows and tombstones) and its order within the
     /// send does not matter; across sends, a shard's writes reach its WAL in send order.
     pub async fn write(&self, writes: Writes) -> Result<(u64, Vec<LineError>)> {
-        let _turn = self.turn(&writes).await;
-        let mut settled = self.settle(writes.clone()).await?;
-        let late = std::mem::take(&mut settled.late);
-        Ok((self.write_settled(settled, &writes).await?, late))
+        let turn = self.turn(&writes).await?;
+        let written = async {
+            let settled = self.settle(writes.clone()).await?;
+            let late = settled.late.clone();
+            Ok((self.write_settled(settled, &writes).await?, late))
+        }
+        .await;
+        turn.end().await;
+        written
     }
 
-    /// This send's place among the process's sends: exclusive when it patches (its read
-    /// and its write must not be split by another send), shared otherwise.
-    async fn turn(&self, writes: &Writes) -> SendTurn<'_> {
+    /// This send's place among the writes of its branch. A send with patches reads the
+    /// rows it patches and writes them whole, so nothing may land in between: it takes
+    /// the branch's write turn (no load or fold of any process runs until it is
+    /// acknowledged), then this process's send lock exclusively. Other sends share the
+    /// lock; writes of other processes fence this one's writer first.
+    async fn turn(&self, writes: &Writes) -> Result<SendTurn<'_>> {
         let lock = &self.graph.streaming.patching;
         if writes.patches.is_empty() {
-            SendTurn::Shared(lock.read().await)
-        } else {
-            SendTurn::Exclusive(lock.write().await)
+            return Ok(SendTurn::Shared(lock.read().await));
         }
+        let branch = crate::graph::branch(&self.branch)?;
+        let write_turn = self.graph.write_turn(&branch).await?;
+        Ok(SendTurn::Exclusive(
+            lock.write().await,
+            Box::new(write_turn),
+        ))
     }
 
     /// Settle a send into whole rows and deletes: rows against deletes by line order,
@@ -360,7 +378,8 @@ impl Ingestor<'_> {
 
     /// Write what a send settled to. A send with patches whose writer was fenced settles
     /// again before it writes once more: another process may have written the rows it
-    /// patched.
+    /// patched. If that changes which patch lines have no row, the acknowledgement
+    /// already worked out would be wrong: nothing is written and the send is refused.
     async fn write_settled(&self, settled: Settled, writes: &Writes) -> Result<u64> {
         if writes.patches.is_empty() {
             return self.put_settled(&settled, true).await;
@@ -370,6 +389,9 @@ impl Ingestor<'_> {
                 tracing::info!(error = %source, "writer fenced under a patch; settling again");
                 tokio::time::sleep(CLAIM_GRACE).await;
                 let again = self.settle(writes.clone()).await?;
+                if again.late != settled.late {
+                    return Err(Error::PatchedRowsChanged);
+                }
                 self.put_settled(&again, false).await
             }
             result => result,
@@ -417,11 +439,24 @@ struct Settled {
 /// Keys per fresh lookup of the rows a send patches.
 const FRESH_LOOKUP_CHUNK: usize = 4096;
 
-/// A send's hold on [`crate::streaming::Streaming::patching`], released when dropped.
+/// A send's hold on [`crate::streaming::Streaming::patching`] (and, when it patches, on
+/// its branch's write turn).
 #[expect(dead_code, reason = "the guards are held for their drop")]
 enum SendTurn<'a> {
     Shared(tokio::sync::RwLockReadGuard<'a, ()>),
-    Exclusive(tokio::sync::RwLockWriteGuard<'a, ()>),
+    Exclusive(
+        tokio::sync::RwLockWriteGuard<'a, ()>,
+        Box<crate::graph::WriteTurn>,
+    ),
+}
+
+impl SendTurn<'_> {
+    async fn end(self) {
+        if let SendTurn::Exclusive(lock, turn) = self {
+            drop(lock);
+            (*turn).end().await;
+        }
+    }
 }
 
 /// How long a send that met a fence waits before it reopens the shard.

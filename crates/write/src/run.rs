@@ -4,8 +4,11 @@
 //!
 //! Deletes are the generations' tombstones. Read newest first with the rows, a key's
 //! newest entry wins, a row or a tombstone; the merge removes every tombstoned key it is
-//! not given a row for, and the edges of every tombstoned node, so a node deleted and
-//! written again loses the edges it had (as a load does).
+//! not given a row for, and the edges of the nodes that stay deleted. A node deleted and
+//! written again within one fold keeps its edges (a memtable keeps only a key's newest
+//! entry, so the stream cannot tell more, and a load does the same); when the delete and
+//! the rewrite fall into different folds (a backlog past `max_rows`), the node is deleted
+//! in between and its edges go.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -422,3 +422,70 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
         "stages_ms": outcome.timings,
     }));
 }
+
+/// One fold of `pending` lines into a table of `base` rows, all upserts (half of base
+/// keys, half new), beside the same with 10% deletes and 10% patches of other base keys
+/// in place of upserts: what deletes and patches cost at the fold, and at the send.
+pub async fn fold_mix(base: usize, pending: usize) {
+    let mut runs = Vec::new();
+    for mixed in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let uri = dir.path().join("g").to_string_lossy().into_owned();
+        Graph::init(&uri, SCHEMA).await.expect("init");
+        let graph = Graph::open(&uri).await.expect("open");
+        ingest_rows(&graph, "b", base).await;
+        graph.fold("main").await.expect("base fold");
+        let tenth = if mixed { pending / 10 } else { 0 };
+        let upserts = pending - 2 * tenth;
+        let mut lines: Vec<String> = (0..upserts / 2)
+            .map(|i| person(&format!("b{i}"), 99))
+            .chain((0..upserts - upserts / 2).map(|i| person(&format!("n{i}"), 99)))
+            .collect();
+        // Deletes and patches name base keys the upserts leave alone.
+        let spare = upserts / 2;
+        lines.extend(
+            (spare..spare + tenth).map(|i| tributary_tests::delete("Person", &format!("b{i}"))),
+        );
+        lines.extend(
+            (spare + tenth..spare + 2 * tenth)
+                .map(|i| format!(r#"{{"type":"Person","patch":{{"name":"b{i}","age":98}}}}"#)),
+        );
+        // Spread deletes and patches through the stream, as producers would send them.
+        lines.sort_by_key(|line| {
+            use std::hash::{Hash, Hasher};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            line.hash(&mut hasher);
+            hasher.finish()
+        });
+        let ingest = graph.ingest("main").expect("ingest");
+        let sending = Instant::now();
+        for chunk in lines.chunks(SEND_ROWS) {
+            let ack = ingest.send(1, &ndjson(chunk)).await.expect("send");
+            assert!(ack.rejected.is_empty(), "{:?}", ack.rejected.first());
+        }
+        let send_s = sending.elapsed().as_secs_f64();
+        graph.close_writers().await.expect("flush");
+        let started = Instant::now();
+        let outcome = graph.fold("main").await.expect("fold");
+        let fold_s = started.elapsed().as_secs_f64();
+        assert_eq!(
+            outcome.deleted.get("Person").copied().unwrap_or(0) as usize,
+            tenth
+        );
+        runs.push((send_s, fold_s, outcome.timings));
+    }
+    let [(upsert_send, upsert_fold, upsert_stages), (mixed_send, mixed_fold, mixed_stages)] =
+        [runs[0], runs[1]];
+    report(json!({
+        "scenario": "fold_with_deletes_and_patches",
+        "base_rows": base,
+        "pending_lines": pending,
+        "upserts_only_fold_ms": upsert_fold * 1e3,
+        "mixed_fold_ms": mixed_fold * 1e3,
+        "mixed_over_upserts_fold": mixed_fold / upsert_fold,
+        "upserts_only_send_lines_per_s": pending as f64 / upsert_send,
+        "mixed_send_lines_per_s": pending as f64 / mixed_send,
+        "upserts_only_stages_ms": upsert_stages,
+        "mixed_stages_ms": mixed_stages,
+    }));
+}

@@ -108,6 +108,8 @@ fn remote_commands_print_what_embedded_ones_print() {
             "\n",
             r#"{"delete":"WorksAt","from":"person-0001","to":"company-015"}"#,
             "\n",
+            r#"{"type":"Person","patch":{"name":"person-0002","age":77}}"#,
+            "\n",
         ),
     )
     .unwrap();
@@ -139,7 +141,8 @@ fn remote_commands_print_what_embedded_ones_print() {
     let streamed = remote(&["ingest", "g", &stream, "--format", "ndjson"]);
     let local = ok(&["ingest", &embedded, &stream, "--format", "ndjson"]);
     assert_eq!(acks(&streamed), acks(&local));
-    // Deletes stream too: river-03 is acknowledged, then deleted before any fold.
+    // Deletes and patches stream too: river-03 is acknowledged, then deleted before any
+    // fold; river-02 gets a new age and keeps its email.
     let stream_deletes = dir.path().join("stream-deletes.ndjson");
     std::fs::write(
         &stream_deletes,
@@ -148,6 +151,10 @@ fn remote_commands_print_what_embedded_ones_print() {
             "\n",
             r#"{"delete":"Company","key":"company-001"}"#,
             "\n",
+            r#"{"type":"Person","patch":{"name":"river-02","age":45}}"#,
+            "\n",
+            r#"{"type":"Person","patch":{"name":"nobody","age":1}}"#,
+            "\n",
         ),
     )
     .unwrap();
@@ -155,9 +162,12 @@ fn remote_commands_print_what_embedded_ones_print() {
     let streamed = remote(&["ingest", "g", &stream_deletes, "--format", "ndjson"]);
     let local = ok(&["ingest", &embedded, &stream_deletes, "--format", "ndjson"]);
     assert_eq!(acks(&streamed), acks(&local));
-    assert_eq!(acks(&streamed).0, 1, "{streamed}");
+    assert_eq!(acks(&streamed).0, 2, "{streamed}");
+    let rejected = acks(&streamed).2;
+    assert_eq!(rejected.len(), 2, "{streamed}");
+    assert!(rejected[0].to_string().contains("@stream"), "{streamed}");
     assert!(
-        acks(&streamed).2[0].to_string().contains("@stream"),
+        rejected[1].to_string().contains("does not exist"),
         "{streamed}"
     );
     // Fold what the server's background folder has not yet (its memtables flush too).
@@ -219,6 +229,11 @@ fn remote_commands_print_what_embedded_ones_print() {
         Some(66),
         "a streamed delete was folded"
     );
+    let patched = remote(&["get", "g", "Person", "river-02", "--format", "json"]);
+    assert!(patched.contains("\"age\":45"), "{patched}");
+    assert!(patched.contains("river.02@example.org"), "{patched}");
+    let patched = remote(&["get", "g", "Person", "person-0002", "--format", "json"]);
+    assert!(patched.contains("\"age\":77"), "{patched}");
     let bad = run(&[
         "read",
         "g",

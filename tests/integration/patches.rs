@@ -339,3 +339,50 @@ async fn a_load_waits_for_a_patch_in_flight() {
     assert_eq!(age(&ada), Some(3));
     assert_eq!(text(&ada, "bio").as_deref(), Some("new"));
 }
+
+/// A patch whose writer another process fences between its read and its put (held here
+/// before the put) is laid again over what that process wrote; if that process deleted
+/// the row, the send writes nothing and is refused as a conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_fenced_before_its_put_settles_again_or_writes_nothing() {
+    let (_dir, uri, first) = temp_graph().await;
+    let first = Arc::new(first);
+    send(&first, &[person("ada", 1), person("bob", 1)]).await;
+    let second = Graph::open(&uri).await.unwrap();
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    let patch_held = |key: &'static str| {
+        fail::cfg("memwal::before-put", "1*sleep(600)").unwrap();
+        let first = first.clone();
+        tokio::spawn(async move {
+            let ingest = first.ingest("main").unwrap();
+            ingest.send(1, &ndjson(&[patch(key, r#""age":2"#)])).await
+        })
+    };
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(200));
+
+    // ada is written whole by the other process while the patch waits: laid again over it.
+    let patching = patch_held("ada");
+    pause().await;
+    send(&second, &[full("ada", 9, "a@x.io", "new")]).await;
+    assert_eq!(patching.await.unwrap().unwrap().durable_rows, 1);
+
+    // bob is deleted while the patch waits: nothing is written, and the send is refused.
+    let patching = patch_held("bob");
+    pause().await;
+    send(&second, &[delete("Person", "bob")]).await;
+    let refused = patching.await.unwrap().unwrap_err();
+    scenario.teardown();
+    assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
+
+    second.close().await.unwrap();
+    first.fold("main").await.unwrap();
+    let ada = row(&first, "ada", &At::default()).await.unwrap();
+    assert_eq!(age(&ada), Some(2));
+    assert_eq!(
+        text(&ada, "bio").as_deref(),
+        Some("new"),
+        "the other process's row stays"
+    );
+    assert!(row(&first, "bob", &At::default()).await.is_none());
+}

@@ -202,6 +202,7 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
             intent: None,
             commit_id: None,
             folded: Vec::new(),
+            idempotency_key: None,
         };
         head = publisher.publish(plan).await.unwrap();
     }

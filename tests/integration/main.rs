@@ -10,6 +10,7 @@ mod deletes;
 mod fold;
 mod fold_model;
 mod fresh;
+mod idempotent_load;
 mod ingest;
 mod lance_surface_guards;
 mod lease;

@@ -18,6 +18,7 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         intent: None,
         commit_id: None,
         folded: Vec::new(),
+        idempotency_key: None,
     }
 }
 

@@ -67,6 +67,11 @@ enum Command {
         mode: ModeArg,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
+        /// A key naming this load (1-200 printable ASCII characters): run again with the
+        /// same key after a failure you cannot read (a dropped connection, a crash), it
+        /// prints the commit the first run made and writes nothing twice.
+        #[arg(long)]
+        idempotency_key: Option<String>,
     },
     /// Read rows of a node or edge type.
     Read {
@@ -326,6 +331,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             file,
             mode,
             branch,
+            idempotency_key,
         } => {
             let text = read_input(&file)?;
             let opened = backend::open(&graph, &server).await?;
@@ -336,6 +342,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             let options = LoadOptions {
                 branch: tributary::branch(&branch)?,
                 mode,
+                idempotency_key,
                 ..Default::default()
             };
             let outcome = opened.load(&text, &options).await?;
@@ -351,6 +358,9 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
             );
             rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
+            if outcome.replayed {
+                rows.push(("replayed".to_owned(), "true".to_owned()));
+            }
             emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
         }
         Command::Read {

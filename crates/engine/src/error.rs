@@ -137,6 +137,11 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Read { source: tributary_fresh_read::Error },
 
+    #[snafu(display(
+        "an idempotency key is 1 to {max} printable ASCII characters without spaces"
+    ))]
+    InvalidIdempotencyKey { max: usize },
+
     #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
     PatchedRowsChanged,
 
@@ -185,6 +190,7 @@ impl Error {
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
+            Error::InvalidIdempotencyKey { .. } => ErrorKind::InvalidInput,
             Error::UnknownType { .. } => ErrorKind::NotFound,
             Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),

@@ -38,6 +38,10 @@ pub struct LoadOptions {
     pub branch: BranchName,
     pub mode: LoadMode,
     pub actor: String,
+    /// A key naming this load: a retry with the same key on the same branch (after a
+    /// dropped connection, a crash) answers with the commit the first one made and writes
+    /// nothing. Recorded with the commit, in the same publish.
+    pub idempotency_key: Option<String>,
 }
 
 impl Default for LoadOptions {
@@ -46,6 +50,7 @@ impl Default for LoadOptions {
             branch: BranchName::main(),
             mode: LoadMode::Upsert,
             actor: "tributary:load".to_owned(),
+            idempotency_key: None,
         }
     }
 }
@@ -59,6 +64,10 @@ pub struct LoadOutcome {
     /// Type name → rows deleted (by delete lines, and edges of deleted nodes).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub deleted: BTreeMap<String, u64>,
+    /// The load's idempotency key named an earlier load: this is that load's commit, and
+    /// nothing was written now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
 }
 
 impl Graph {
@@ -79,6 +88,9 @@ impl Graph {
     pub async fn load_writes(&self, writes: Writes, options: &LoadOptions) -> Result<LoadOutcome> {
         if writes.is_empty() {
             return EmptyLoadSnafu.fail();
+        }
+        if let Some(key) = &options.idempotency_key {
+            check_idempotency_key(key)?;
         }
         if options.branch != MAIN_BRANCH {
             // Only a head says a branch exists: ask before taking its lease, which would
@@ -104,6 +116,18 @@ impl Graph {
         options: &LoadOptions,
     ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
+        // In the turn, after recovery: a first attempt that crashed mid-commit is either
+        // published by now (and found) or dropped (and this one writes).
+        if let Some(key) = &options.idempotency_key {
+            let earlier = self
+                .publisher
+                .commit_by_key(&options.branch, key)
+                .await
+                .context(PublishSnafu)?;
+            if let Some(commit) = earlier {
+                return Ok(self.replayed(commit));
+            }
+        }
         let touched: Vec<String> = writes
             .types()
             .chain(cascaded_types(&self.catalog, &writes))
@@ -183,6 +207,7 @@ impl Graph {
             expected_head: head.id.clone(),
             actor: options.actor.clone(),
             kind: CommitKind::Load,
+            idempotency_key: options.idempotency_key.clone(),
             rows_written,
             owner: Some(Owner::this_process()),
             commit_id: None,
@@ -201,6 +226,7 @@ impl Graph {
             commit,
             rows,
             deleted,
+            replayed: false,
         })
     }
 
@@ -375,4 +401,42 @@ fn cascaded_types<'c>(catalog: &'c Catalog, writes: &Writes) -> Vec<&'c str> {
         })
         .map(|ty| ty.name.as_str())
         .collect()
+}
+
+/// Longest idempotency key a load takes.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+fn check_idempotency_key(key: &str) -> Result<()> {
+    let fine = !key.is_empty()
+        && key.len() <= MAX_IDEMPOTENCY_KEY
+        && key.chars().all(|c| c.is_ascii_graphic());
+    if fine {
+        Ok(())
+    } else {
+        crate::error::InvalidIdempotencyKeySnafu {
+            max: MAX_IDEMPOTENCY_KEY,
+        }
+        .fail()
+    }
+}
+
+impl Graph {
+    /// The outcome of a load that already happened: its commit, its rows by type.
+    fn replayed(&self, commit: CommitRecord) -> LoadOutcome {
+        let rows = self
+            .catalog
+            .types
+            .iter()
+            .filter_map(|ty| {
+                let n = *commit.rows_written.get(&ty.table_path())?;
+                (n > 0).then(|| (ty.name.clone(), n))
+            })
+            .collect();
+        LoadOutcome {
+            commit,
+            rows,
+            deleted: BTreeMap::new(),
+            replayed: true,
+        }
+    }
 }

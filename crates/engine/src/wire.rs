@@ -142,7 +142,8 @@ impl<T: Transport> GraphOps for T {
         };
         let mut request = WireRequest::post("/load")
             .query("branch", &options.branch)
-            .query("mode", mode);
+            .query("mode", mode)
+            .query_opt("idempotency_key", options.idempotency_key.as_ref());
         request.body = Some(text.to_owned());
         json(self.send(request).await?)
     }

@@ -32,6 +32,9 @@ pub trait Publisher: Send + Sync {
     /// One commit by id.
     async fn commit(&self, id: &CommitId) -> Result<CommitRecord>;
 
+    /// The commit a load with idempotency key `key` made on `branch`, if one did.
+    async fn commit_by_key(&self, branch: &BranchName, key: &str) -> Result<Option<CommitRecord>>;
+
     /// Commits of `branch`, newest first, following parents from the head.
     async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>>;
 

@@ -81,6 +81,11 @@ pub fn head_key(branch: &str) -> String {
     format!("{HEAD_PREFIX}{branch}")
 }
 
+/// The manifest row key of a load's idempotency key on `branch`.
+pub fn idempotency_row_key(branch: &str, key: &str) -> String {
+    format!("idempotency/{branch}/{key}")
+}
+
 /// The manifest row key of commit `id`.
 pub fn commit_key(id: &str) -> String {
     format!("{COMMIT_PREFIX}{id}")
@@ -146,6 +151,7 @@ impl ManifestCasPublisher {
             intent: None,
             folded: Vec::new(),
             last_fold: None,
+            idempotency_key: None,
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
@@ -380,12 +386,18 @@ impl Publisher for ManifestCasPublisher {
             intent: plan.intent,
             folded: plan.folded,
             last_fold,
+            idempotency_key: plan.idempotency_key,
         };
         let json = to_json(&record);
-        let batch = rows_batch(&[
+        let mut rows = vec![
             (head_key(&plan.branch), json.clone()),
             (commit_key(&record.id), json),
-        ]);
+        ];
+        // In the same compare-and-swap as the head: a commit and its key are one write.
+        if let Some(key) = &record.idempotency_key {
+            rows.push((idempotency_row_key(&plan.branch, key), to_json(&record.id)));
+        }
+        let batch = rows_batch(&rows);
 
         let mut builder =
             MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".to_owned()])
@@ -441,6 +453,16 @@ impl Publisher for ManifestCasPublisher {
     async fn commit(&self, id: &CommitId) -> Result<CommitRecord> {
         let dataset = self.latest().await?;
         Self::read_commit(&dataset, id).await
+    }
+
+    async fn commit_by_key(&self, branch: &BranchName, key: &str) -> Result<Option<CommitRecord>> {
+        let dataset = self.latest().await?;
+        let row = idempotency_row_key(branch, key);
+        let Some(value) = Self::read_row(&dataset, &row).await? else {
+            return Ok(None);
+        };
+        let id: CommitId = parse(&row, &value)?;
+        Self::read_commit(&dataset, &id).await.map(Some)
     }
 
     async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>> {

@@ -58,6 +58,10 @@ pub struct CommitRecord {
     /// status reads it from the head instead of walking history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fold: Option<CommitId>,
+    /// The idempotency key of the load that made this commit: a retry of that load
+    /// answers with this commit instead of writing again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 impl CommitRecord {
@@ -112,6 +116,8 @@ pub struct PublishPlan {
     /// stamps its dead letters with it); otherwise the publisher picks one.
     pub commit_id: Option<CommitId>,
     pub folded: Vec<FoldedShard>,
+    /// Recorded with the commit, and findable by [`crate::Publisher::commit_by_key`].
+    pub idempotency_key: Option<String>,
 }
 
 /// The schema as stored in the manifest.

@@ -117,6 +117,8 @@ pub struct LoadParams {
     branch: String,
     /// `upsert` (default) or `insert`.
     mode: Option<String>,
+    /// Names the load: a retry with the same key answers with the first one's commit.
+    idempotency_key: Option<String>,
 }
 
 pub async fn load(
@@ -141,6 +143,7 @@ pub async fn load(
         branch: tributary::branch(&params.branch)?,
         mode,
         actor: "tributary:server".to_owned(),
+        idempotency_key: params.idempotency_key,
     };
     let text = text_body(&bytes)?.to_owned();
     let outcome = to_the_end(async move {

@@ -244,6 +244,7 @@ fn plan_for(
         intent: Some(intent.id.clone()),
         commit_id: intent.commit_id.clone(),
         folded: intent.folded.clone(),
+        idempotency_key: intent.idempotency_key.clone(),
     }
 }
 

@@ -156,6 +156,9 @@ pub struct Intent {
     pub commit_id: Option<CommitId>,
     #[serde(default)]
     pub folded: Vec<FoldedShard>,
+    /// A load's idempotency key, published with its commit.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
 }
 
 /// One table's staged transaction.

@@ -359,6 +359,7 @@ pub async fn fold_pending(
         owner: Some(Owner::this_process()),
         commit_id: Some(commit_id),
         folded: folded.clone(),
+        idempotency_key: None,
         tables: staged
             .iter()
             .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))

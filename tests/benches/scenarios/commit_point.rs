@@ -20,6 +20,7 @@ fn plan_on(head: &CommitRecord) -> PublishPlan {
         intent: None,
         commit_id: None,
         folded: Vec::new(),
+        idempotency_key: None,
     }
 }
 

@@ -120,6 +120,23 @@ fn remote_commands_print_what_embedded_ones_print() {
         mask_ids(&deleted),
         mask_ids(&ok(&["load", &embedded, &deletes, "--format", "ndjson"]))
     );
+    // A load retried with its idempotency key prints the first one's commit, replayed.
+    let keyed = ["--idempotency-key", "deletes-1", "--format", "ndjson"];
+    let first = remote(&[&["load", "g", &deletes][..], &keyed[..]].concat());
+    let again = remote(&[&["load", "g", &deletes][..], &keyed[..]].concat());
+    assert!(!first.contains("replayed"), "{first}");
+    assert!(again.contains("replayed"), "{again}");
+    let commit_of = |text: &str| {
+        text.lines()
+            .find(|l| l.contains("\"commit\""))
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
+    assert_eq!(commit_of(&first), commit_of(&again));
+    let here = ok(&[&["load", &embedded, &deletes][..], &keyed[..]].concat());
+    let here_again = ok(&[&["load", &embedded, &deletes][..], &keyed[..]].concat());
+    assert_eq!(commit_of(&here), commit_of(&here_again));
+    assert!(here_again.contains("replayed"), "{here_again}");
     // Batching follows arrival, so compare what the acknowledgements add up to.
     let acks = |text: &str| {
         let records: Vec<serde_json::Value> = text

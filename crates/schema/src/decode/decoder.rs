@@ -520,24 +520,7 @@ fn stage_fields<'l>(
             )))
         }
     };
-    let mut cells: Vec<Option<Cell<'l>>> = vec![None; def.fields.len()];
-    for (name, value) in members {
-        let Some(index) = def.fields.iter().position(|field| field.name == name) else {
-            return Err(Reject::field(&name, unknown_field(def)));
-        };
-        let field = &def.fields[index];
-        if cells[index].is_some() {
-            return Err(Reject::field(&field.name, "field appears twice"));
-        }
-        let cell = match value {
-            Json::Null if field.nullable => Cell::Null,
-            Json::Null => return Err(Reject::field(&field.name, required(field))),
-            value => {
-                convert_field(field, value).map_err(|reason| Reject::field(&field.name, reason))?
-            }
-        };
-        cells[index] = Some(cell);
-    }
+    let cells = convert_members(def, members, required)?;
     for (index, field) in def.fields.iter().enumerate() {
         if cells[index].is_none() && !field.nullable && !table.has_default(index) {
             return Err(Reject::field(&field.name, required(field)));
@@ -561,6 +544,22 @@ fn stage_patch_fields<'l>(
             )))
         }
     };
+    convert_members(def, members, |field| {
+        format!(
+            "a patch cannot set a required field to null (expected {})",
+            field.ty
+        )
+    })
+}
+
+/// One cell per declared field from an object's members (`None`: not named), checking
+/// unknown and repeated fields, each value as its field's type; `null_refused` says why a
+/// field that is not nullable cannot be null.
+fn convert_members<'l>(
+    def: &TypeDef,
+    members: Vec<(Cow<'l, str>, Json<'l>)>,
+    null_refused: impl Fn(&crate::schema::FieldDef) -> String,
+) -> Result<Vec<Option<Cell<'l>>>, Reject> {
     let mut cells: Vec<Option<Cell<'l>>> = vec![None; def.fields.len()];
     for (name, value) in members {
         let Some(index) = def.fields.iter().position(|field| field.name == name) else {
@@ -572,15 +571,7 @@ fn stage_patch_fields<'l>(
         }
         let cell = match value {
             Json::Null if field.nullable => Cell::Null,
-            Json::Null => {
-                return Err(Reject::field(
-                    &field.name,
-                    format!(
-                        "a patch cannot set a required field to null (expected {})",
-                        field.ty
-                    ),
-                ))
-            }
+            Json::Null => return Err(Reject::field(&field.name, null_refused(field))),
             value => {
                 convert_field(field, value).map_err(|reason| Reject::field(&field.name, reason))?
             }

@@ -16,7 +16,6 @@ use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::patches::apply_patches;
-use crate::read::ReadOptions;
 use crate::removals::Removals;
 use crate::writes::Writes;
 
@@ -349,31 +348,9 @@ impl Ingestor<'_> {
 
     /// The rows of `ty` whose keys are `keys`, as a fresh read sees them now.
     async fn fresh_rows(&self, ty: &TypeDef, keys: Vec<String>) -> Result<RecordBatch> {
-        let schema = ty.arrow_schema();
-        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-        let mut parts = Vec::new();
-        for chunk in keys.chunks(FRESH_LOOKUP_CHUNK) {
-            let list: Vec<String> = chunk.iter().map(|k| tributary_storage::quote(k)).collect();
-            let options = ReadOptions {
-                filter: Some(format!("id IN ({})", list.join(", "))),
-                select: Some(columns.clone()),
-                fresh: true,
-                ..ReadOptions::default()
-            };
-            let rows = self.graph.read(&ty.name, &options).await?;
-            parts.push(
-                RecordBatch::try_new(schema.clone(), rows.columns().to_vec()).map_err(
-                    |source| Error::Arrow {
-                        action: "read rows to patch",
-                        source,
-                    },
-                )?,
-            );
-        }
-        arrow_select::concat::concat_batches(&schema, &parts).map_err(|source| Error::Arrow {
-            action: "read rows to patch",
-            source,
-        })
+        let view = crate::read::View::fresh(crate::graph::At::default());
+        let head = self.graph.snapshot(&view.at).await?;
+        self.graph.rows_by_key(&head, ty, &keys, &view).await
     }
 
     /// Write what a send settled to. A send with patches whose writer was fenced settles
@@ -435,9 +412,6 @@ struct Settled {
     /// Patch lines with no row to patch.
     late: Vec<LineError>,
 }
-
-/// Keys per fresh lookup of the rows a send patches.
-const FRESH_LOOKUP_CHUNK: usize = 4096;
 
 /// A send's hold on [`crate::streaming::Streaming::patching`] (and, when it patches, on
 /// its branch's write turn).

@@ -12,7 +12,7 @@ use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
-use tributary_write::lookup::{existing_ids, rows_by_key, string_column};
+use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
 
 use crate::error::{
@@ -20,6 +20,7 @@ use crate::error::{
 };
 use crate::graph::{At, Graph, WriteTurn};
 use crate::patches::apply_patches;
+use crate::read::View;
 use crate::removals::Removals;
 use crate::writes::Writes;
 
@@ -128,14 +129,14 @@ impl Graph {
                 return Ok(self.replayed(commit));
             }
         }
-        let touched: Vec<String> = writes
-            .types()
-            .chain(cascaded_types(&self.catalog, &writes))
-            .map(str::to_owned)
-            .collect();
         let batches = dedupe_keys(&self.catalog, writes.batches, options.mode)?;
         let (batches, removals) = Removals::resolve(&self.catalog, batches, writes.deletes)?;
-        let touched: Vec<&str> = touched.iter().map(String::as_str).collect();
+        let touched: Vec<&str> = batches
+            .iter()
+            .map(|b| b.type_name.as_str())
+            .chain(removals.types())
+            .chain(writes.patches.iter().map(|p| p.rows.type_name.as_str()))
+            .collect();
         self.fold_before_load(turn, &options.branch, &touched)
             .await?;
 
@@ -148,10 +149,10 @@ impl Graph {
             &removals,
             writes.patches,
             |ty, keys| {
-                let tables = &tables;
+                let head = &head;
                 async move {
-                    let table = tables.open(ty).await?;
-                    Ok(rows_by_key(&table, ty, &keys).await?)
+                    let view = View::from(&At::Branch(head.branch.clone()));
+                    self.rows_by_key(head, ty, &keys, &view).await
                 }
             },
         )
@@ -382,25 +383,6 @@ fn dedupe_keys(
         errors.sort_by_key(|e| e.line);
         InvalidDataSnafu { errors }.fail()
     }
-}
-
-/// The edge types a request's node deletes may cascade into: their pending rows fold first.
-fn cascaded_types<'c>(catalog: &'c Catalog, writes: &Writes) -> Vec<&'c str> {
-    let deleted: Vec<&str> = writes
-        .deletes
-        .iter()
-        .map(|d| d.type_name.as_str())
-        .collect();
-    catalog
-        .types
-        .iter()
-        .filter(|ty| {
-            ty.edge.as_ref().is_some_and(|e| {
-                deleted.contains(&e.from.as_str()) || deleted.contains(&e.to.as_str())
-            })
-        })
-        .map(|ty| ty.name.as_str())
-        .collect()
 }
 
 /// Longest idempotency key a load takes.

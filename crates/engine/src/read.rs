@@ -259,6 +259,29 @@ impl Graph {
             .map_err(Error::from_read)
     }
 
+    /// The rows of `ty` whose keys are `keys`, in the type's schema, as `view` of
+    /// `snapshot` sees them (the rows a patch lays over).
+    pub(crate) async fn rows_by_key(
+        &self,
+        snapshot: &CommitRecord,
+        ty: &TypeDef,
+        keys: &[String],
+        view: &View,
+    ) -> Result<RecordBatch> {
+        let schema = ty.arrow_schema();
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        let table = self.open_for_read(snapshot, ty, view).await?;
+        let rows = table
+            .reader()
+            .rows_where_in("id", keys, Some(&columns))
+            .await
+            .map_err(Error::from_read)?;
+        RecordBatch::try_new(schema, rows.columns().to_vec()).map_err(|source| Error::Arrow {
+            action: "read rows by key",
+            source,
+        })
+    }
+
     async fn open_for_read(
         &self,
         snapshot: &CommitRecord,

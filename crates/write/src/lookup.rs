@@ -128,33 +128,3 @@ fn lance_error(table: &str, source: lance::Error) -> Error {
         source,
     }
 }
-
-/// The rows of `ty` in `table` whose key is one of `keys`, in the type's schema.
-pub async fn rows_by_key(
-    table: &Dataset,
-    ty: &tributary_schema::TypeDef,
-    keys: &[String],
-) -> Result<RecordBatch> {
-    let schema = ty.arrow_schema();
-    let columns: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-    let mut parts = Vec::new();
-    for chunk in keys.chunks(IN_LIST_CHUNK) {
-        let list: Vec<String> = chunk.iter().map(|k| quote(k)).collect();
-        let mut scan = table.scan();
-        scan.filter(&format!("id IN ({})", list.join(", ")))
-            .and_then(|s| s.project(&columns))
-            .map_err(|source| lance_error(&ty.name, source))?;
-        let batch = scan
-            .try_into_batch()
-            .await
-            .map_err(|source| lance_error(&ty.name, source))?;
-        parts.push(
-            RecordBatch::try_new(schema.clone(), batch.columns().to_vec()).context(ArrowSnafu {
-                action: "read rows",
-            })?,
-        );
-    }
-    arrow_select::concat::concat_batches(&schema, &parts).context(ArrowSnafu {
-        action: "read rows",
-    })
-}

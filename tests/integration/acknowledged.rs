@@ -9,7 +9,7 @@ use std::time::Duration;
 use tributary::{At, Graph, GraphSettings, LoadOptions, ReadOptions, Recovered};
 use tributary_tests::{edge, ndjson, person, temp_graph};
 
-use crate::columns::{ints, sorted_strings};
+use crate::columns::{age_of, sorted_strings};
 use crate::FAILPOINTS;
 
 async fn send(graph: &Graph, lines: &[String]) {
@@ -21,11 +21,6 @@ async fn send(graph: &Graph, lines: &[String]) {
         .unwrap();
     assert!(ack.rejected.is_empty(), "{ack:?}");
     assert_eq!(ack.durable_rows, lines.len() as u64);
-}
-
-async fn age_of(graph: &Graph, name: &str) -> Option<i32> {
-    let row = graph.get("Person", name, At::default()).await.unwrap()?;
-    ints(&row, "age").first().copied()
 }
 
 async fn people(graph: &Graph) -> Vec<String> {

@@ -1,15 +1,10 @@
 //! Deletes on `load`: by key, in line order with the rows of the same request, a deleted
 //! node's edges going with it in the same commit, and the `@card` minimum held.
 
-use tributary::{At, ErrorKind, Graph, LoadOptions, ReadOptions};
+use tributary::{At, ErrorKind, Graph, LoadOptions};
 use tributary_tests::{company, delete, delete_edge, edge, ndjson, person, temp_graph};
 
-use crate::columns::sorted_strings;
-
-async fn ids(graph: &Graph, ty: &str) -> Vec<String> {
-    let rows = graph.read(ty, &ReadOptions::default()).await.unwrap();
-    sorted_strings(&rows, "id")
-}
+use crate::columns::ids;
 
 async fn load(graph: &Graph, lines: &[String]) -> tributary::LoadOutcome {
     graph

@@ -4,31 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use arrow_array::{Array, Int32Array};
+use arrow_array::Array;
 use tributary::{
     At, CommitKind, ErrorKind, FoldSettings, FoldTriggers, Graph, GraphSettings, LoadOptions,
-    ReadOptions, Recovered, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
+    Recovered, RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
 };
 use tributary_tests::{company, edge, ndjson, person, person_with_email, temp_graph};
 
-use crate::columns::sorted_strings;
+use crate::columns::{age_of, ids, sorted_strings};
 use crate::FAILPOINTS;
-
-async fn ids(graph: &Graph, ty: &str) -> Vec<String> {
-    let batch = graph.read(ty, &ReadOptions::default()).await.unwrap();
-    sorted_strings(&batch, "id")
-}
-
-async fn age_of(graph: &Graph, key: &str) -> Option<i32> {
-    let batch = graph.get("Person", key, &At::default()).await.unwrap()?;
-    let ages = batch
-        .column_by_name("age")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .unwrap();
-    ages.is_valid(0).then(|| ages.value(0))
-}
 
 async fn send(graph: &Graph, lines: &[String]) {
     let ack = graph

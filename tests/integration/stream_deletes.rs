@@ -7,12 +7,7 @@ use tributary_tests::{
     company, delete, delete_edge, edge, ndjson, person, person_with_email, temp_graph,
 };
 
-use crate::columns::sorted_strings;
-
-async fn ids(graph: &Graph, ty: &str) -> Vec<String> {
-    let rows = graph.read(ty, &ReadOptions::default()).await.unwrap();
-    sorted_strings(&rows, "id")
-}
+use crate::columns::{age_of, ids, sorted_strings};
 
 async fn fresh_ids(graph: &Graph, ty: &str) -> Vec<String> {
     let options = ReadOptions {
@@ -38,18 +33,6 @@ async fn send(graph: &Graph, lines: &[String]) {
         .await
         .unwrap();
     assert!(ack.rejected.is_empty(), "{:?}", ack.rejected);
-}
-
-async fn age(graph: &Graph, key: &str) -> Option<i32> {
-    use arrow_array::{Array, Int32Array};
-    let row = graph.get("Person", key, &At::default()).await.unwrap()?;
-    let ages = row
-        .column_by_name("age")
-        .unwrap()
-        .as_any()
-        .downcast_ref::<Int32Array>()
-        .unwrap();
-    ages.is_valid(0).then(|| ages.value(0))
 }
 
 #[tokio::test]
@@ -114,8 +97,8 @@ async fn rows_and_deletes_of_a_key_apply_in_acknowledgement_order() {
     send(&graph, &[person("dan", 40)]).await;
     graph.fold("main").await.unwrap();
     assert_eq!(ids(&graph, "Person").await, ["ada", "dan"]);
-    assert_eq!(age(&graph, "ada").await, Some(10));
-    assert_eq!(age(&graph, "dan").await, Some(40));
+    assert_eq!(age_of(&graph, "ada").await, Some(10));
+    assert_eq!(age_of(&graph, "dan").await, Some(40));
 
     // Across generations of one fold: each close flushes one.
     send(&graph, &[delete("Person", "ada")]).await;
@@ -129,7 +112,7 @@ async fn rows_and_deletes_of_a_key_apply_in_acknowledgement_order() {
     let outcome = graph.fold("main").await.unwrap();
     assert_eq!(outcome.commits, 1);
     assert_eq!(ids(&graph, "Person").await, ["ada", "dan"]);
-    assert_eq!(age(&graph, "ada").await, Some(11));
+    assert_eq!(age_of(&graph, "ada").await, Some(11));
 }
 
 #[tokio::test]
@@ -197,8 +180,8 @@ async fn a_node_deleted_and_written_again_keeps_its_edges() {
     let outcome = graph.fold("main").await.unwrap();
     assert_eq!(outcome.rejected, 2);
     assert_eq!(ids(&graph, "Person").await, ["ada", "bob", "zed"]);
-    assert_eq!(age(&graph, "ada").await, Some(5));
-    assert_eq!(age(&graph, "bob").await, Some(6));
+    assert_eq!(age_of(&graph, "ada").await, Some(5));
+    assert_eq!(age_of(&graph, "bob").await, Some(6));
     // ada and bob keep theirs and may gain some; cy's go, and the edge sent to cy is a
     // dead letter.
     assert_eq!(

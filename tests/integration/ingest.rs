@@ -114,6 +114,7 @@ async fn rejected_lines_write_nothing_durable() {
             rejected: ack.rejected.clone(),
             through_line: 3,
             stopped_at: None,
+            duplicates: 0,
         }
     );
     assert_eq!(ack.rejected.len(), 2);
@@ -203,6 +204,7 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
             commit_id: None,
             folded: Vec::new(),
             idempotency_key: None,
+            producers: Default::default(),
         };
         head = publisher.publish(plan).await.unwrap();
     }

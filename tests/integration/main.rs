@@ -16,6 +16,7 @@ mod lance_surface_guards;
 mod lease;
 mod load;
 mod patches;
+mod producers;
 mod publisher;
 mod reads;
 mod recovery;

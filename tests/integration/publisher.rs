@@ -19,6 +19,7 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         commit_id: None,
         folded: Vec::new(),
         idempotency_key: None,
+        producers: Default::default(),
     }
 }
 

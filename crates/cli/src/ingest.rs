@@ -22,6 +22,9 @@ pub struct IngestRun {
     pub batch_lines: usize,
     /// Fold in the background while streaming, and once more at the end.
     pub fold: bool,
+    /// The producer and the sequence number of the input's first line.
+    pub producer: Option<String>,
+    pub sequence: Option<u64>,
 }
 
 /// Running totals, for the progress line and the summary.
@@ -30,6 +33,8 @@ struct Totals {
     acked: u64,
     rejected: u64,
     through_line: u64,
+    /// A producer's lines acknowledged before: not written again.
+    duplicates: u64,
 }
 
 /// How a run ended before its input did.
@@ -55,6 +60,7 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         "acked": totals.acked,
         "rejected": totals.rejected,
         "through_line": totals.through_line,
+        "duplicates": totals.duplicates,
         "fold_commit": fold_commit,
         "interrupted": matches!(stop, Some(Stop::Signal)),
         "seconds": seconds,
@@ -65,9 +71,10 @@ pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, through line {} in {seconds:.2}s ({:.0} rows/s); {}",
+            "{} rows durable, {} lines rejected, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}",
             totals.acked,
             totals.rejected,
+            duplicates_text(totals.duplicates),
             totals.through_line,
             totals.acked as f64 / seconds.max(1e-9),
             match (&fold_commit, args.fold, &stop) {
@@ -103,6 +110,7 @@ async fn stream(
     let ingestor = graph.ingestor(&IngestOptions {
         branch: tributary::branch(&args.branch)?,
         strict: args.strict,
+        producer: tributary::Producer::from_parts(args.producer.clone(), args.sequence)?,
     })?;
     if args.fold {
         graph.start_folder(&args.branch).await?;
@@ -189,6 +197,7 @@ fn report(
     totals.acked += ack.durable_rows;
     totals.rejected += ack.rejected.len() as u64;
     totals.through_line = ack.through_line;
+    totals.duplicates += ack.duplicates;
     let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {
         Format::Json | Format::Ndjson => {
@@ -197,12 +206,15 @@ fn report(
                 .iter()
                 .map(|r| json!({ "line": r.line, "error": r.to_string() }))
                 .collect();
-            let record = json!({
+            let mut record = json!({
                 "acked": totals.acked,
                 "through_line": ack.through_line,
                 "rows": ack.durable_rows,
                 "rejected": rejected,
             });
+            if ack.duplicates > 0 {
+                record["duplicates"] = ack.duplicates.into();
+            }
             writeln!(out, "{record}").map_err(io)?;
             out.flush().map_err(io)
         }
@@ -289,5 +301,14 @@ impl LineSource {
             }
         }
         Some(Ok(batch))
+    }
+}
+
+/// "N lines acknowledged before, " for a producer's duplicates (nothing without them).
+pub(crate) fn duplicates_text(duplicates: u64) -> String {
+    match duplicates {
+        0 => String::new(),
+        1 => "1 line acknowledged before (not written again), ".to_owned(),
+        n => format!("{n} lines acknowledged before (not written again), "),
     }
 }

@@ -195,6 +195,16 @@ struct IngestArgs {
     /// At most this many lines per send (lines that arrive during a send are batched).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     batch_lines: u64,
+    /// Send as this producer, for exactly-once delivery: the input's lines get sequence
+    /// numbers (--sequence for the first, then one more per line), and lines at or below
+    /// what was already acknowledged for the producer are acknowledged again without
+    /// being written. Running the same command again after a crash or a dropped
+    /// connection writes only what was not acknowledged. One stream per producer at a time.
+    #[arg(long)]
+    producer: Option<String>,
+    /// The sequence number of the input's first line (needs --producer).
+    #[arg(long, requires = "producer")]
+    sequence: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -473,6 +483,8 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     strict: args.strict,
                     batch_lines: args.batch_lines as usize,
                     fold: !args.no_fold,
+                    producer: args.producer,
+                    sequence: args.sequence,
                 };
                 match server.remote(&run.graph)? {
                     Some(remote) => remote_ingest::run(&remote, run, format, &mut out).await,

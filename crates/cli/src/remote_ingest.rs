@@ -150,6 +150,7 @@ struct Progress {
     lines: u64,
     acked: u64,
     rejected: u64,
+    duplicates: u64,
 }
 
 /// How one attempt ended.
@@ -163,6 +164,7 @@ enum Ended {
         lines: u64,
         acked: u64,
         rejected: u64,
+        duplicates: u64,
     },
 }
 
@@ -193,12 +195,19 @@ pub async fn run(
             let chunk = replay.next_chunk(attempt, max_lines).await?;
             Some((chunk, replay))
         });
+        let mut query = vec![
+            ("branch", args.branch.clone()),
+            ("strict", args.strict.to_string()),
+        ];
+        if let Some(producer) = &args.producer {
+            // This attempt's first line is the input's line `progress.lines + 1`.
+            let first = args.sequence.unwrap_or(1).saturating_add(progress.lines);
+            query.push(("producer", producer.clone()));
+            query.push(("sequence", first.to_string()));
+        }
         let request = remote
             .request(reqwest::Method::POST, "/ingest")
-            .query(&[
-                ("branch", args.branch.as_str()),
-                ("strict", &args.strict.to_string()),
-            ])
+            .query(&query)
             .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
             .body(reqwest::Body::wrap_stream(body));
         let ended = match remote.send_http(request).await {
@@ -210,6 +219,7 @@ pub async fn run(
                 lines: 0,
                 acked: 0,
                 rejected: 0,
+                duplicates: 0,
             },
             Err(error) => return Err(error.into()),
         };
@@ -223,10 +233,12 @@ pub async fn run(
                 lines,
                 acked,
                 rejected,
+                duplicates,
             } => {
                 progress.lines += lines;
                 progress.acked += acked;
                 progress.rejected += rejected;
+                progress.duplicates += duplicates;
                 // Patience is for a server that makes no progress, not a lifetime total.
                 if lines > 0 {
                     waited = Duration::ZERO;
@@ -263,7 +275,7 @@ async fn relay(
     let io = |e: std::io::Error| Failure::io(e.to_string());
     let mut stream = response.bytes_stream();
     let mut buffer = Vec::new();
-    let (mut lines, mut acked, mut rejected) = (0, 0, 0);
+    let (mut lines, mut acked, mut rejected, mut duplicates) = (0, 0, 0, 0);
     while let Some(chunk) = stream.next().await {
         let chunk = match chunk {
             Ok(chunk) => chunk,
@@ -273,6 +285,7 @@ async fn relay(
                     lines,
                     acked,
                     rejected,
+                    duplicates,
                 })
             }
         };
@@ -296,6 +309,7 @@ async fn relay(
                         lines: through,
                         acked: record["acked"].as_u64().unwrap_or(acked),
                         rejected: record["rejected"].as_u64().unwrap_or(rejected),
+                        duplicates: record["duplicates"].as_u64().unwrap_or(duplicates),
                     }
                 } else {
                     Ended::Summary(record)
@@ -306,6 +320,7 @@ async fn relay(
             acked = record["acked"].as_u64().unwrap_or(acked);
             let rejects = record["rejected"].as_array().cloned().unwrap_or_default();
             rejected += rejects.len() as u64;
+            duplicates += record["duplicates"].as_u64().unwrap_or(0);
             renumber(&mut record, progress);
             match format {
                 Format::Json | Format::Ndjson => {
@@ -325,6 +340,7 @@ async fn relay(
         lines,
         acked,
         rejected,
+        duplicates,
     })
 }
 
@@ -368,17 +384,25 @@ fn finish(
             line["line"] = Value::from(n + progress.lines);
         }
     }
-    if let Some(rejected) = summary.get_mut("rejected") {
-        if let Some(n) = rejected.as_u64() {
-            *rejected = Value::from(n + progress.rejected);
+    for (field, earlier) in [
+        ("rejected", progress.rejected),
+        ("duplicates", progress.duplicates),
+    ] {
+        if let Some(count) = summary.get_mut(field) {
+            if let Some(n) = count.as_u64() {
+                *count = Value::from(n + earlier);
+            }
         }
     }
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, through line {}; the server folds them",
-            summary["acked"], summary["rejected"], summary["through_line"]
+            "{} rows durable, {} lines rejected, {}through line {}; the server folds them",
+            summary["acked"],
+            summary["rejected"],
+            crate::ingest::duplicates_text(summary["duplicates"].as_u64().unwrap_or(0)),
+            summary["through_line"]
         )
         .map_err(io)?,
     }

@@ -137,10 +137,24 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Read { source: tributary_fresh_read::Error },
 
-    #[snafu(display(
-        "an idempotency key is 1 to {max} printable ASCII characters without spaces"
-    ))]
-    InvalidIdempotencyKey { max: usize },
+    #[snafu(display("{what} is 1 to {max} printable ASCII characters without spaces"))]
+    InvalidToken { what: &'static str, max: usize },
+
+    #[snafu(display("producer `{producer}` is streaming already (process {pid} on {host}); one stream of a producer runs at a time: retry once it ends"))]
+    ProducerBusy {
+        producer: String,
+        pid: u32,
+        host: String,
+    },
+
+    #[snafu(display("another stream took producer `{producer}` over (this one stalled past the lease's grace); nothing more was written: send again"))]
+    ProducerTakenOver { producer: String },
+
+    #[snafu(display("the producer mark `{path}` is unreadable: {reason}"))]
+    CorruptProducerMark { path: String, reason: String },
+
+    #[snafu(display("a producer's sequence numbers need a producer id"))]
+    SequenceWithoutProducer,
 
     #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
     PatchedRowsChanged,
@@ -190,7 +204,10 @@ impl Error {
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
-            Error::InvalidIdempotencyKey { .. } => ErrorKind::InvalidInput,
+            Error::InvalidToken { .. } | Error::SequenceWithoutProducer => ErrorKind::InvalidInput,
+            Error::ProducerBusy { .. } => ErrorKind::Unavailable,
+            Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
+            Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,
             Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),

@@ -120,13 +120,20 @@ impl Graph {
         }
         self.recover_intents(Some(branch)).await?;
         let oldest = self.streaming.take_oldest();
+        let everything = claim == Claim::All;
         let result: Result<FoldOutcome> = async {
             let cutting = std::time::Instant::now();
+            // Read before the cut: every line under these marks is durable by then.
+            let mut producers = self.producer_marks_to_fold(branch, everything).await?;
             self.cut(branch, claim).await?;
+            if !everything && self.streaming.own_marks().is_none() {
+                // A writer of this process was fenced during the cut.
+                producers.clear();
+            }
             let mut total = FoldOutcome::default();
             total.timings.cut_ms = cutting.elapsed().as_secs_f64() * 1e3;
             loop {
-                let outcome = self.fold_once(turn, branch, policy).await?;
+                let outcome = self.fold_once(turn, branch, policy, &producers).await?;
                 total.absorb(outcome);
                 if total.complete {
                     break Ok(total);
@@ -143,6 +150,9 @@ impl Graph {
             }
             Err(error) => {
                 self.streaming.restore_oldest(oldest);
+                if everything {
+                    self.streaming.marks_unsettled();
+                }
                 self.record_fold_error(Some(error.to_string())).await;
             }
         }
@@ -156,6 +166,7 @@ impl Graph {
         turn: &WriteTurn,
         branch: &BranchName,
         policy: tributary_write::RejectPolicy,
+        producers: &std::collections::BTreeMap<String, u64>,
     ) -> Result<FoldOutcome> {
         let settings = tributary_write::FoldSettings {
             policy,
@@ -164,7 +175,8 @@ impl Graph {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match fold_pending(self.target_in(turn), &self.catalog, branch, &settings).await {
+            let target = self.target_in(turn);
+            match fold_pending(target, &self.catalog, branch, &settings, producers).await {
                 Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
                     tracing::info!(%error, "another folder folded first; planning again");
                 }

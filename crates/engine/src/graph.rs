@@ -14,7 +14,7 @@ use tributary_publisher::{
 };
 use tributary_schema::{Catalog, TypeDef, TypeKind};
 use tributary_storage::{GraphStore, OpCounter};
-use tributary_write::BranchLease;
+use tributary_write::Lease;
 
 use crate::error::{
     InvalidBranchSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu,
@@ -238,7 +238,7 @@ impl Graph {
             queues.entry(branch.clone()).or_default().clone()
         };
         let queued = queue.lock_owned().await;
-        let lease = BranchLease::acquire(&self.store, branch).await?;
+        let lease = Lease::branch(&self.store, branch).await?;
         Ok(WriteTurn {
             lease,
             _queued: queued,
@@ -249,7 +249,7 @@ impl Graph {
 /// One writer's turn on a branch (see [`Graph::write_turn`]). Dropped without
 /// [`WriteTurn::end`] (a cancelled write), its lease is released in the background.
 pub(crate) struct WriteTurn {
-    lease: BranchLease,
+    lease: Lease,
     _queued: OwnedMutexGuard<()>,
 }
 

@@ -16,6 +16,7 @@ use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::patches::apply_patches;
+use crate::producers::Producer;
 use crate::removals::Removals;
 use crate::writes::Writes;
 
@@ -30,6 +31,9 @@ pub struct IngestAck {
     pub through_line: u64,
     /// A strict stream stopped at this invalid line: nothing at or after it was written.
     pub stopped_at: Option<LineError>,
+    /// Lines of a producer's stream at or below its acknowledged mark: acknowledged
+    /// before, so not written again.
+    pub duplicates: u64,
 }
 
 /// How a stream is ingested.
@@ -39,6 +43,11 @@ pub struct IngestOptions {
     /// Stop at the first invalid line (acknowledging only the lines before it) instead of
     /// rejecting invalid lines one by one and going on.
     pub strict: bool,
+    /// The producer sending the stream, for exactly-once delivery: its lines at or below
+    /// the producer's acknowledged mark are acknowledged without being written again.
+    /// The stream holds the producer (one stream at a time) until every copy of these
+    /// options and of its ingestors is dropped.
+    pub producer: Option<Producer>,
 }
 
 impl Default for IngestOptions {
@@ -46,6 +55,7 @@ impl Default for IngestOptions {
         IngestOptions {
             branch: BranchName::main(),
             strict: false,
+            producer: None,
         }
     }
 }
@@ -71,6 +81,7 @@ pub struct Ingestor<'g> {
     graph: &'g Graph,
     branch: BranchName,
     strict: bool,
+    producer: Option<Producer>,
 }
 
 impl Graph {
@@ -94,6 +105,7 @@ impl Graph {
             graph: self,
             branch: options.branch.clone(),
             strict: options.strict,
+            producer: options.producer.clone(),
         })
     }
 
@@ -198,23 +210,59 @@ impl Ingestor<'_> {
     /// Validate NDJSON `text` whose first line is line `first_line`, write every valid
     /// row, and return once they are durable. Invalid lines are listed, never written.
     pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
-        let (accepted, mut rejected, last_line) = self.decode(first_line, text);
-        let (durable_rows, late) = self.write(accepted).await?;
-        rejected.extend(late);
-        rejected.sort_by_key(|e| e.line);
-        Ok(IngestAck {
-            durable_rows,
-            rejected,
-            through_line: last_line,
-            stopped_at: None,
-        })
+        let lines: Vec<StreamLine<'_>> = text.lines().map(StreamLine::Text).collect();
+        self.send_lines(first_line, &lines).await
     }
 
     /// Send `lines`, the first of which is line `first_line`, as read from a stream: write
     /// every valid row and return once they are durable. Invalid and unreadable lines are
     /// rejected, never written; a strict ingestor stops at the first of them, writes only
-    /// the lines before it, and names it in [`IngestAck::stopped_at`].
+    /// the lines before it, and names it in [`IngestAck::stopped_at`]. A producer's lines
+    /// at or below its acknowledged mark are acknowledged as duplicates, not written.
     pub async fn send_lines(&self, first_line: u64, lines: &[StreamLine<'_>]) -> Result<IngestAck> {
+        let Some(producer) = &self.producer else {
+            return self.send_new_lines(first_line, lines).await;
+        };
+        let mut held = producer.hold(self.graph, &self.branch).await?;
+        // Sequences rise with lines, so the lines acknowledged before are a prefix.
+        let first_sequence = producer.sequence_of(first_line);
+        let duplicates = held
+            .mark
+            .map_or(0, |mark| {
+                (mark.saturating_add(1)).saturating_sub(first_sequence)
+            })
+            .min(lines.len() as u64);
+        let last_line = (first_line + lines.len() as u64).saturating_sub(1);
+        let fresh = &lines[duplicates as usize..];
+        if fresh.is_empty() {
+            return Ok(IngestAck {
+                through_line: last_line,
+                duplicates,
+                ..IngestAck::default()
+            });
+        }
+        held.confirm(producer.id()).await?;
+        let mut ack = self.send_new_lines(first_line + duplicates, fresh).await?;
+        ack.duplicates = duplicates;
+        // A strict stream's bad line is not acknowledged: sent again fixed, it is written.
+        let settled_through = match &ack.stopped_at {
+            Some(bad) => bad.line.saturating_sub(1),
+            None => ack.through_line,
+        };
+        if settled_through >= first_line + duplicates {
+            held.raise(
+                self.graph,
+                &self.branch,
+                producer.id(),
+                producer.sequence_of(settled_through),
+            )
+            .await?;
+        }
+        Ok(ack)
+    }
+
+    /// [`Ingestor::send_lines`] of lines no earlier send acknowledged.
+    async fn send_new_lines(&self, first_line: u64, lines: &[StreamLine<'_>]) -> Result<IngestAck> {
         let (text, unreadable) = join_lines(first_line, lines);
         let (mut accepted, mut rejected, _) = self.decode(first_line, &text);
         let last_line = (first_line + lines.len() as u64).saturating_sub(1);
@@ -248,6 +296,7 @@ impl Ingestor<'_> {
                 rejected,
                 through_line: stopped_at.as_ref().map_or(last_line, |bad| bad.line),
                 stopped_at,
+                duplicates: 0,
             })
         }
         .await;
@@ -260,6 +309,7 @@ impl Ingestor<'_> {
     /// patches and deletes of one key in the same send settle by line order, so what is
     /// written names each key once (whole rows and tombstones) and its order within the
     /// send does not matter; across sends, a shard's writes reach its WAL in send order.
+    /// Writes carry no sequence numbers: a producer's marks do not apply to them.
     pub async fn write(&self, writes: Writes) -> Result<(u64, Vec<LineError>)> {
         let turn = self.turn(&writes).await?;
         let written = async {

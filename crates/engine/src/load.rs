@@ -91,7 +91,7 @@ impl Graph {
             return EmptyLoadSnafu.fail();
         }
         if let Some(key) = &options.idempotency_key {
-            check_idempotency_key(key)?;
+            crate::producers::check_token("an idempotency key", key)?;
         }
         if options.branch != MAIN_BRANCH {
             // Only a head says a branch exists: ask before taking its lease, which would
@@ -209,6 +209,7 @@ impl Graph {
             actor: options.actor.clone(),
             kind: CommitKind::Load,
             idempotency_key: options.idempotency_key.clone(),
+            producers: Default::default(),
             rows_written,
             owner: Some(Owner::this_process()),
             commit_id: None,
@@ -382,23 +383,6 @@ fn dedupe_keys(
     } else {
         errors.sort_by_key(|e| e.line);
         InvalidDataSnafu { errors }.fail()
-    }
-}
-
-/// Longest idempotency key a load takes.
-const MAX_IDEMPOTENCY_KEY: usize = 200;
-
-fn check_idempotency_key(key: &str) -> Result<()> {
-    let fine = !key.is_empty()
-        && key.len() <= MAX_IDEMPOTENCY_KEY
-        && key.chars().all(|c| c.is_ascii_graphic());
-    if fine {
-        Ok(())
-    } else {
-        crate::error::InvalidIdempotencyKeySnafu {
-            max: MAX_IDEMPOTENCY_KEY,
-        }
-        .fail()
     }
 }
 

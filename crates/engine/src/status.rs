@@ -53,6 +53,9 @@ pub struct IngestStatus {
     /// Why this process's last fold failed, if it did (under the `halt` policy: the first
     /// offending row).
     pub fold_error: Option<String>,
+    /// Each producer's acknowledged and folded marks.
+    #[serde(default)]
+    pub producers: Vec<crate::ProducerStatus>,
 }
 
 /// What no fold has published yet, over every enrolled table, read from each table's
@@ -146,13 +149,17 @@ impl Graph {
             }
             tables.push(status);
         }
-        let last_fold = self.log(branch, 1).await?.into_iter().next();
-        let last_fold = last_fold.and_then(|head| head.last_fold);
+        let head = self.log(branch, 1).await?.into_iter().next();
+        let folded = head
+            .as_ref()
+            .map(|h| h.producers.clone())
+            .unwrap_or_default();
         Ok(IngestStatus {
             branch: branch.to_owned(),
             tables,
-            last_fold,
+            last_fold: head.and_then(|head| head.last_fold),
             fold_error: self.last_fold_error().await?,
+            producers: self.producer_status(branch, &folded).await?,
         })
     }
 }

@@ -42,6 +42,24 @@ impl Default for FoldTriggers {
     }
 }
 
+/// A producer's lines acknowledged through this process's writers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OwnMark {
+    /// The producer's mark when this process's stream of it took the lease.
+    pub(crate) taken_at: Option<u64>,
+    /// The highest sequence this process acknowledged.
+    pub(crate) through: u64,
+}
+
+/// Producers' marks raised by this process, and whether they can be trusted to be in this
+/// process's writers (a fenced writer's lines are in another process's memory).
+#[derive(Debug, Default)]
+struct OwnMarks {
+    marks: std::collections::BTreeMap<String, OwnMark>,
+    /// A writer was fenced since a fold last read every acknowledged mark.
+    unsettled: bool,
+}
+
 /// (table path, branch) → its warm writer.
 type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
 
@@ -69,6 +87,7 @@ pub(crate) struct Streaming {
     /// exclusively, every other send shared, so no write of this process lands between
     /// its read and its write (another process's write fences this one's writer first).
     pub(crate) patching: tokio::sync::RwLock<()>,
+    own_marks: SyncMutex<OwnMarks>,
 }
 
 impl Streaming {
@@ -104,6 +123,41 @@ impl Streaming {
     /// Drop `writer` from the warm set, if it is still the one there (after a fence).
     pub(crate) fn evict(&self, writer: &Arc<TableWriter>) {
         self.write().retain(|_, w| !Arc::ptr_eq(w, writer));
+        self.marks().unsettled = true;
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, OwnMarks> {
+        self.own_marks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// This process acknowledged `producer`'s lines through `through`, in a stream that
+    /// took the producer's lease at mark `taken_at`.
+    pub(crate) fn producer_acknowledged(
+        &self,
+        producer: &str,
+        taken_at: Option<u64>,
+        through: u64,
+    ) {
+        self.marks()
+            .marks
+            .insert(producer.to_owned(), OwnMark { taken_at, through });
+    }
+
+    /// The marks this process raised, or `None` when a fenced writer makes them uncertain
+    /// (until [`Streaming::marks_settled`]).
+    pub(crate) fn own_marks(&self) -> Option<std::collections::BTreeMap<String, OwnMark>> {
+        let marks = self.marks();
+        (!marks.unsettled).then(|| marks.marks.clone())
+    }
+
+    /// A fold is about to record every acknowledged mark: this process's are certain again
+    /// from here on ([`Streaming::marks_unsettled`] if that fold fails).
+    pub(crate) fn marks_settled(&self) {
+        self.marks().unsettled = false;
+    }
+
+    pub(crate) fn marks_unsettled(&self) {
+        self.marks().unsettled = true;
     }
 
     /// Take every warm writer out (to close them).

@@ -152,6 +152,7 @@ impl ManifestCasPublisher {
             folded: Vec::new(),
             last_fold: None,
             idempotency_key: None,
+            producers: Default::default(),
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
@@ -370,6 +371,15 @@ impl Publisher for ManifestCasPublisher {
             *pinned = (*pinned).max(version);
         }
         let id = plan.commit_id.unwrap_or_else(CommitId::random);
+        // Marks carried forward from the parent, raised (never lowered) by the plan's.
+        let mut producers = head
+            .as_ref()
+            .map(|h| h.producers.clone())
+            .unwrap_or_default();
+        for (producer, sequence) in plan.producers {
+            let mark = producers.entry(producer).or_insert(sequence);
+            *mark = (*mark).max(sequence);
+        }
         let last_fold = match plan.kind {
             CommitKind::Fold => Some(id.clone()),
             _ => head.and_then(|h| h.last_fold),
@@ -387,6 +397,7 @@ impl Publisher for ManifestCasPublisher {
             folded: plan.folded,
             last_fold,
             idempotency_key: plan.idempotency_key,
+            producers,
         };
         let json = to_json(&record);
         let mut rows = vec![

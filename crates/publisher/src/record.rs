@@ -62,6 +62,11 @@ pub struct CommitRecord {
     /// answers with this commit instead of writing again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Producer → the highest sequence number whose lines are in the graph at this commit
+    /// (every line of that producer up to it is folded). Carried forward by every publish,
+    /// so the head holds every producer's mark.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub producers: BTreeMap<String, u64>,
 }
 
 impl CommitRecord {
@@ -118,6 +123,8 @@ pub struct PublishPlan {
     pub folded: Vec<FoldedShard>,
     /// Recorded with the commit, and findable by [`crate::Publisher::commit_by_key`].
     pub idempotency_key: Option<String>,
+    /// Producers' marks this commit advances (a fold's); a mark never moves back.
+    pub producers: BTreeMap<String, u64>,
 }
 
 /// The schema as stored in the manifest.

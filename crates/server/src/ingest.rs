@@ -29,6 +29,14 @@ pub struct AckRecord {
     /// Rows this acknowledgement made durable.
     pub rows: u64,
     pub rejected: Vec<LineRecord>,
+    /// Lines of this acknowledgement at or below the producer's mark: acknowledged
+    /// before, not written again.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub duplicates: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The last record of a stream.
@@ -38,6 +46,9 @@ pub struct IngestSummary {
     pub acked: u64,
     pub rejected: u64,
     pub through_line: u64,
+    /// Lines at or below the producer's mark, acknowledged without being written.
+    #[serde(default)]
+    pub duplicates: u64,
     /// Folds run in the server's background folder, not per request.
     pub fold_commit: Option<String>,
     pub seconds: f64,
@@ -53,6 +64,11 @@ pub struct IngestParams {
     pub branch: String,
     #[serde(default)]
     pub strict: bool,
+    /// A producer id: the stream's lines are numbered with sequence numbers, and lines at
+    /// or below the producer's acknowledged mark are acknowledged without being written.
+    pub producer: Option<String>,
+    /// The sequence number of the stream's first line (default 1).
+    pub sequence: Option<u64>,
 }
 
 fn main_branch() -> String {
@@ -100,6 +116,7 @@ pub async fn ingest(
     let options = IngestOptions {
         branch: tributary::branch(&params.branch)?,
         strict: params.strict,
+        producer: tributary::Producer::from_parts(params.producer, params.sequence)?,
     };
     graph.ingestor(&options)?;
     let held = Held {
@@ -146,6 +163,7 @@ struct Session {
     acked: u64,
     rejected: u64,
     through_line: u64,
+    duplicates: u64,
 }
 
 /// The stream, to its end whether or not its client stays; it holds its place among the
@@ -171,6 +189,7 @@ async fn run(
         acked: 0,
         rejected: 0,
         through_line: 0,
+        duplicates: 0,
     };
     let mut splitter = LineSplitter::new(limits.max_line_bytes);
     let mut body = body.into_data_stream();
@@ -255,6 +274,7 @@ async fn run(
         acked: session.acked,
         rejected: session.rejected,
         through_line: session.through_line,
+        duplicates: session.duplicates,
         fold_commit: None,
         seconds,
         rows_per_s: session.acked as f64 / seconds.max(1e-9),
@@ -364,10 +384,12 @@ impl Session {
         self.acked += ack.durable_rows;
         self.rejected += ack.rejected.len() as u64;
         self.through_line = ack.through_line;
+        self.duplicates += ack.duplicates;
         let record = AckRecord {
             acked: self.acked,
             through_line: ack.through_line,
             rows: ack.durable_rows,
+            duplicates: ack.duplicates,
             rejected: ack
                 .rejected
                 .iter()

@@ -20,7 +20,7 @@ use tributary_schema::{Catalog, TablePath};
 use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
-use crate::lease::BranchLease;
+use crate::lease::Lease;
 
 /// How often a write retries its publish after losing the head to another writer.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -38,7 +38,7 @@ pub struct GraphTarget<'a> {
     pub catalog: &'a Catalog,
     pub indexes: IndexSettings,
     /// The branch lease the write holds, confirmed before its first table commit.
-    pub lease: Option<&'a BranchLease>,
+    pub lease: Option<&'a Lease>,
 }
 
 /// One table's staged write: the dataset it was staged on, its path, the transaction and
@@ -245,6 +245,7 @@ fn plan_for(
         commit_id: intent.commit_id.clone(),
         folded: intent.folded.clone(),
         idempotency_key: intent.idempotency_key.clone(),
+        producers: intent.producers.clone(),
     }
 }
 

@@ -159,6 +159,9 @@ pub struct Intent {
     /// A load's idempotency key, published with its commit.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// A fold's producer marks, published with its commit.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub producers: BTreeMap<String, u64>,
 }
 
 /// One table's staged transaction.

@@ -1,13 +1,15 @@
-//! The branch write lease: one graph writer per branch at a time, across processes.
+//! Leases: one holder at a time, across processes, of a branch's graph writes (the
+//! branch write lease) or of a producer's ingest stream (the producer lease).
 //!
 //! A graph write validates against the branch head, commits its tables on their latest
 //! versions and then publishes. Two writers of one branch overlapping in that window can
 //! each pass a check the pair breaks (`@unique`, `@card`), and a writer that commits while
 //! another is between its table commits and its publish republishes the other's versions.
 //! So every load, fold and recovery of a branch holds its lease from before it reads the
-//! head until after it publishes.
+//! head until after it publishes. A producer's sends are checked against its mark and then
+//! written, so one stream of a producer runs at a time.
 //!
-//! The lease is a sequence of small objects `__leases/<branch>/<n>.json`, each created with
+//! A lease is a sequence of small objects `<folder>/<n>.json`, each created with
 //! put-if-absent, so the store decides who holds number `n`. The holder of the highest
 //! number holds the lease while it runs; it hands the lease on by overwriting its object
 //! with a release mark. A waiter takes over a lease whose holder is gone (released, or a
@@ -19,7 +21,7 @@
 //! so a holder on another machine is judged by the age of its last write.
 //!
 //! A holder that stalls past the grace on another machine may be taken over while it
-//! still runs. So a write confirms its lease ([`BranchLease::confirm`]) just before its
+//! still runs. So a write confirms its lease ([`Lease::confirm`]) just before its
 //! first table commit and gives up, with nothing committed, when a higher number exists.
 
 use std::time::Duration;
@@ -35,6 +37,9 @@ use crate::error::{Result, StorageSnafu};
 use crate::intent::{owner_may_be_running, InFlight, Owner};
 
 pub const LEASE_DIR: &str = "__leases";
+/// Producers' leases and marks: `__producers/<branch>/<producer>.json` holds a producer's
+/// mark, `__producers/<branch>/<producer>/` its lease.
+pub const PRODUCER_DIR: &str = "__producers";
 
 /// How often a holder rewrites its lease object (well inside the foreign grace).
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -50,40 +55,64 @@ const RELEASE_ATTEMPTS: usize = 4;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 enum Mark {
-    Held { owner: Owner, branch: String },
+    Held {
+        owner: Owner,
+        /// What the lease is of, for a person reading the object.
+        #[serde(alias = "branch")]
+        what: String,
+    },
     Released,
 }
 
-/// The write lease of one branch, held until [`BranchLease::release`] (or drop).
-pub struct BranchLease {
+/// A lease, held until [`Lease::release`] (or drop).
+pub struct Lease {
     store: GraphStore,
     path: String,
     _in_flight: InFlight,
     heartbeat: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
 }
 
-impl std::fmt::Debug for BranchLease {
+impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BranchLease")
+        f.debug_struct("Lease")
             .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
 
-/// The folder of `branch`'s lease objects. Branch names are kept readable; any character
-/// that could leave the folder is hex-escaped.
-fn lease_dir(branch: &str) -> String {
-    let mut name = String::with_capacity(branch.len());
-    for ch in branch.chars() {
+/// `name` as one path segment: kept readable, with any character that could leave its
+/// folder (or clash with another name's escape) hex-escaped as `=xx`. (`=` because an
+/// object store path escapes `%` itself, so a listed name would not read back.)
+pub fn path_segment(name: &str) -> String {
+    let mut segment = String::with_capacity(name.len());
+    for ch in name.chars() {
         if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
-            name.push(ch);
+            segment.push(ch);
         } else {
             for byte in ch.to_string().bytes() {
-                name.push_str(&format!("%{byte:02x}"));
+                segment.push_str(&format!("={byte:02x}"));
             }
         }
     }
-    format!("{LEASE_DIR}/{name}")
+    segment
+}
+
+/// The folder of `branch`'s write lease.
+fn lease_dir(branch: &str) -> String {
+    format!("{LEASE_DIR}/{}", path_segment(branch))
+}
+
+/// The folder of the producers of `branch`: their marks, and a folder of lease objects each.
+pub fn producers_dir(branch: &str) -> String {
+    format!("{PRODUCER_DIR}/{}", path_segment(branch))
+}
+
+/// What [`Lease::try_acquire`] found.
+#[derive(Debug)]
+pub enum Acquired {
+    Held(Box<Lease>),
+    /// A live holder kept it for the whole patience: who.
+    Busy(Owner),
 }
 
 /// The number of a lease object's name: exactly 20 digits, so a stray name can never
@@ -106,34 +135,57 @@ fn object(dir: &str, number: u64) -> String {
     format!("{dir}/{number:020}.json")
 }
 
-impl BranchLease {
-    /// Wait until this process holds `branch`'s lease. Waits as long as a live holder
-    /// holds it; a holder that died is taken over at once (same machine) or once its last
-    /// heartbeat is older than the foreign grace (another machine).
-    pub async fn acquire(store: &GraphStore, branch: &BranchName) -> Result<BranchLease> {
-        let dir = lease_dir(branch);
+impl Lease {
+    /// Wait until this process holds `branch`'s write lease. Waits as long as a live
+    /// holder holds it; a holder that died is taken over at once (same machine) or once its
+    /// last heartbeat is older than the foreign grace (another machine).
+    pub async fn branch(store: &GraphStore, branch: &BranchName) -> Result<Lease> {
+        let what = format!("the write lease of branch `{branch}`: a load, fold or recovery");
+        loop {
+            // Without a patience only a lease that is held comes back.
+            if let Acquired::Held(lease) =
+                Self::try_acquire(store, &lease_dir(branch), &what, None).await?
+            {
+                return Ok(*lease);
+            }
+        }
+    }
+
+    /// Take the lease whose objects live in `dir`, waiting at most `patience` (forever if
+    /// `None`) while a live holder holds it. `what` names the lease in a report of a long
+    /// wait.
+    pub async fn try_acquire(
+        store: &GraphStore,
+        dir: &str,
+        what: &str,
+        patience: Option<Duration>,
+    ) -> Result<Acquired> {
         let started = tokio::time::Instant::now();
         let mut wait = FIRST_WAIT;
         let mut reported = false;
         loop {
-            let entries = store.entries(&dir).await.context(StorageSnafu)?;
+            let entries = store.entries(dir).await.context(StorageSnafu)?;
             let top = entries
                 .iter()
                 .filter_map(|e| Some((number_of(&e.name)?, e.modified)))
                 .max_by_key(|(n, _)| *n);
             let next = match top {
                 None => 0,
-                Some((n, modified)) => match holder(store, &object(&dir, n), modified).await? {
+                Some((n, modified)) => match holder(store, &object(dir, n), modified).await? {
                     Holder::Free => n + 1,
                     Holder::Gone => {
                         tokio::time::sleep(FIRST_WAIT).await;
                         continue;
                     }
                     Holder::Live(owner) => {
+                        if patience.is_some_and(|patience| started.elapsed() >= patience) {
+                            return Ok(Acquired::Busy(owner));
+                        }
                         if !reported && started.elapsed() >= REPORT_AFTER {
                             tracing::warn!(
-                                "waiting for the write lease of branch `{branch}`: a load, fold or recovery of process {} on {} holds it",
-                                owner.pid, owner.host
+                                "waiting for {what} of process {} on {} holds it",
+                                owner.pid,
+                                owner.host
                             );
                             reported = true;
                         }
@@ -143,8 +195,8 @@ impl BranchLease {
                     }
                 },
             };
-            if let Some(lease) = Self::try_take(store, &dir, branch, next).await? {
-                return Ok(lease);
+            if let Some(lease) = Self::try_take(store, dir, what, next).await? {
+                return Ok(Acquired::Held(Box::new(lease)));
             }
         }
     }
@@ -154,16 +206,16 @@ impl BranchLease {
     async fn try_take(
         store: &GraphStore,
         dir: &str,
-        branch: &str,
+        what: &str,
         number: u64,
-    ) -> Result<Option<BranchLease>> {
+    ) -> Result<Option<Lease>> {
         let path = object(dir, number);
         // Marked in flight before it exists, so a task of this process that finds it
         // knows its holder is alive.
         let in_flight = InFlight::start(&registry_key(store, &path));
         let mark = Mark::Held {
             owner: Owner::this_process(),
-            branch: branch.to_owned(),
+            what: what.to_owned(),
         };
         let bytes = serde_json::to_vec(&mark).unwrap_or_default();
         if !store
@@ -192,7 +244,7 @@ impl BranchLease {
             }
         }
         let heartbeat = spawn_heartbeat(store.clone(), path.clone(), bytes);
-        Ok(Some(BranchLease {
+        Ok(Some(Lease {
             store: store.clone(),
             path,
             _in_flight: in_flight,
@@ -227,8 +279,8 @@ async fn numbers_in(store: &GraphStore, dir: &str) -> Result<Vec<u64>> {
     Ok(names.iter().filter_map(|n| number_of(n)).collect())
 }
 
-impl Drop for BranchLease {
-    /// A lease dropped without [`BranchLease::release`] (a cancelled write) is released in
+impl Drop for Lease {
+    /// A lease dropped without [`Lease::release`] (a cancelled write) is released in
     /// the background; with no runtime left the process is ending, and a dead holder's
     /// lease is taken over anyway.
     fn drop(&mut self) {
@@ -262,10 +314,10 @@ async fn release(
             Err(error) if attempt == RELEASE_ATTEMPTS => {
                 // The holder is this live process; the next writer here or elsewhere
                 // waits until the process ends (same machine) or the foreign grace passes.
-                tracing::error!(%error, lease = path, "could not release a branch write lease");
+                tracing::error!(%error, lease = path, "could not release a lease");
             }
             Err(error) => {
-                tracing::warn!(%error, lease = path, attempt, "releasing a branch write lease failed; retrying");
+                tracing::warn!(%error, lease = path, attempt, "releasing a lease failed; retrying");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 4).min(LONGEST_WAIT);
             }
@@ -285,7 +337,7 @@ fn spawn_heartbeat(
                 _ = &mut stopped => break,
                 _ = tokio::time::sleep(HEARTBEAT) => {
                     if let Err(error) = store.put(&path, bytes.clone()).await {
-                        tracing::warn!(%error, lease = path, "could not renew a branch write lease");
+                        tracing::warn!(%error, lease = path, "could not renew a lease");
                     }
                 }
             }
@@ -335,7 +387,8 @@ mod tests {
     #[test]
     fn lease_folders_stay_inside_the_lease_dir() {
         assert_eq!(lease_dir("main"), "__leases/main");
-        assert_eq!(lease_dir("../x"), "__leases/%2e%2e%2fx");
+        assert_eq!(lease_dir("../x"), "__leases/=2e=2e=2fx");
+        assert_eq!(producers_dir("main"), "__producers/main");
         assert_eq!(number_of(&object("d", 7)[2..]), Some(7));
         assert_eq!(number_of("7.json"), None, "only the 20-digit form");
         assert_eq!(number_of("0000000000000000000x.json"), None);

@@ -2,7 +2,8 @@
 //!
 //! - the commit protocol (stage → sidecar → commit tables → one publish → delete sidecar)
 //!   and its recovery ([`commit`], [`intent`]);
-//! - the branch write lease, one graph writer per branch across processes ([`lease`]);
+//! - leases across processes: one graph writer per branch, one stream per producer
+//!   ([`lease`]);
 //! - the constraint checker, the one place endpoints, `@card` and `@unique` are enforced
 //!   ([`constraints`]);
 //! - the fold: durable MemWAL generations → one graph commit, exactly once; its dead
@@ -28,7 +29,7 @@ pub use commit::{
 pub use constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables, Violation};
 pub use error::{Error, Result};
 pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
-pub use lease::{BranchLease, LEASE_DIR};
+pub use lease::{path_segment, producers_dir, Acquired, Lease, LEASE_DIR, PRODUCER_DIR};
 pub use rejects::{rejects_schema, REJECTS_PATH};
 pub use removal::{edge_rows, removal_filter};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};

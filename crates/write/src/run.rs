@@ -166,12 +166,15 @@ struct TablePlan<'c> {
 
 /// Fold every flushed generation of `branch`'s enrolled tables above their compaction
 /// marks. The caller holds the branch's write turn (its queue and lease) and has frozen its own writers (the
-/// cut); generations flushed by other processes are folded as they stand.
+/// cut); generations flushed by other processes are folded as they stand. `producers` are
+/// the marks of the producers whose lines the cut holds: the commit that takes the last of
+/// what is pending records them.
 pub async fn fold_pending(
     target: GraphTarget<'_>,
     catalog: &Catalog,
     branch: &BranchName,
     settings: &FoldSettings,
+    producers: &BTreeMap<String, u64>,
 ) -> Result<FoldOutcome> {
     let started = std::time::Instant::now();
     let mut timings = FoldTimings::default();
@@ -360,6 +363,11 @@ pub async fn fold_pending(
         commit_id: Some(commit_id),
         folded: folded.clone(),
         idempotency_key: None,
+        producers: if complete {
+            producers.clone()
+        } else {
+            BTreeMap::new()
+        },
         tables: staged
             .iter()
             .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))

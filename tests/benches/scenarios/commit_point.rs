@@ -21,6 +21,7 @@ fn plan_on(head: &CommitRecord) -> PublishPlan {
         commit_id: None,
         folded: Vec::new(),
         idempotency_key: None,
+        producers: Default::default(),
     }
 }
 

@@ -1,0 +1,336 @@
+//! Exactly-once producers: a stream tagged with a producer id numbers its lines with
+//! sequence numbers, and a line at or below what is already acknowledged for that producer
+//! is acknowledged again without being written.
+//!
+//! A producer's *acknowledged mark* (`__producers/<branch>/<producer>.json`) is the highest
+//! sequence acknowledged for it. One stream of a producer runs at a time, across processes:
+//! it holds the producer's lease (`__producers/<branch>/<producer>/`, see
+//! [`tributary_write::lease`]), reads the mark once, and, for each send, skips the lines at
+//! or below it, writes the rest, and raises the mark once they are durable — before the
+//! acknowledgement goes out. So a retry after an ambiguous failure (a dropped connection,
+//! a crash) finds the lines it already got acknowledged and writes them no more; a retry of
+//! an older send after a newer one was acknowledged writes nothing.
+//!
+//! A process that dies after its rows are durable and before the mark is raised never
+//! acknowledged them: the retry writes those rows again, with the same content and in the
+//! same place among the producer's writes, so the graph ends as if they were written once.
+//!
+//! The *folded mark*, in the head commit ([`tributary_publisher::CommitRecord::producers`]),
+//! is the highest sequence whose lines a fold has published: a fold records the marks its
+//! cut holds every line of (see [`Graph::producer_marks_to_fold`]). It trails the
+//! acknowledged mark and never passes it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use snafu::ResultExt;
+use tributary_publisher::Publisher;
+use tributary_write::{path_segment, producers_dir, Acquired, Lease};
+
+use crate::error::{Error, PublishSnafu, Result, StorageSnafu};
+use crate::graph::Graph;
+
+/// How long a stream waits for its producer's lease (another stream of the producer ends,
+/// or its process is found gone) before it is refused as unavailable.
+const LEASE_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Longest producer id (and idempotency key) a request takes.
+pub(crate) const MAX_TOKEN: usize = 200;
+
+/// Check a client-chosen id (a producer id, an idempotency key): 1 to [`MAX_TOKEN`]
+/// printable ASCII characters, no spaces.
+pub(crate) fn check_token(what: &'static str, value: &str) -> Result<()> {
+    let fine = !value.is_empty()
+        && value.len() <= MAX_TOKEN
+        && value.chars().all(|c| c.is_ascii_graphic());
+    if fine {
+        Ok(())
+    } else {
+        crate::error::InvalidTokenSnafu {
+            what,
+            max: MAX_TOKEN,
+        }
+        .fail()
+    }
+}
+
+/// Who sends a stream, and the sequence number of its first line (line `n` of the stream
+/// has sequence `first_sequence + n - 1`). Clones share one hold on the producer (its
+/// lease and mark), taken at the first send and let go when the last clone is dropped:
+/// one value per stream.
+#[derive(Clone)]
+pub struct Producer {
+    id: String,
+    first_sequence: u64,
+    held: Arc<tokio::sync::OnceCell<tokio::sync::Mutex<Held>>>,
+}
+
+impl PartialEq for Producer {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id && self.first_sequence == other.first_sequence
+    }
+}
+
+impl Eq for Producer {}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("id", &self.id)
+            .field("first_sequence", &self.first_sequence)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    pub fn new(id: impl Into<String>, first_sequence: u64) -> Result<Producer> {
+        let id = id.into();
+        check_token("a producer id", &id)?;
+        Ok(Producer {
+            id,
+            first_sequence,
+            held: Arc::default(),
+        })
+    }
+
+    /// A stream's producer from a request's parts: sequence numbers need an id; with an id
+    /// and no first sequence, the first line is sequence 1.
+    pub fn from_parts(id: Option<String>, first_sequence: Option<u64>) -> Result<Option<Producer>> {
+        match (id, first_sequence) {
+            (Some(id), first) => Producer::new(id, first.unwrap_or(1)).map(Some),
+            (None, Some(_)) => Err(Error::SequenceWithoutProducer),
+            (None, None) => Ok(None),
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn first_sequence(&self) -> u64 {
+        self.first_sequence
+    }
+
+    /// The sequence number of stream line `line` (1-based).
+    pub fn sequence_of(&self, line: u64) -> u64 {
+        self.first_sequence.saturating_add(line.saturating_sub(1))
+    }
+}
+
+/// A producer's marks, as `ingest status` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProducerStatus {
+    pub producer: String,
+    /// The highest sequence acknowledged (written or rejected).
+    pub acknowledged: Option<u64>,
+    /// The highest sequence whose lines the head commit holds.
+    pub folded: Option<u64>,
+}
+
+/// What a mark object says.
+#[derive(Debug, Serialize, Deserialize)]
+struct MarkRecord {
+    producer: String,
+    sequence: u64,
+}
+
+fn mark_path(branch: &str, producer: &str) -> String {
+    format!("{}/{}.json", producers_dir(branch), path_segment(producer))
+}
+
+fn lease_dir(branch: &str, producer: &str) -> String {
+    format!("{}/{}", producers_dir(branch), path_segment(producer))
+}
+
+pub(crate) struct Held {
+    lease: Lease,
+    /// The mark when the lease was taken (what earlier holders acknowledged).
+    taken_at: Option<u64>,
+    pub(crate) mark: Option<u64>,
+}
+
+impl Producer {
+    /// The producer's lease and mark, taken at the first send; sends run one at a time
+    /// under it.
+    pub(crate) async fn hold(
+        &self,
+        graph: &Graph,
+        branch: &str,
+    ) -> Result<tokio::sync::MutexGuard<'_, Held>> {
+        let held = self
+            .held
+            .get_or_try_init(|| async {
+                let id = &self.id;
+                let what =
+                    format!("the lease of producer `{id}` on branch `{branch}`: an ingest stream");
+                let dir = lease_dir(branch, id);
+                let acquired =
+                    Lease::try_acquire(&graph.store, &dir, &what, Some(LEASE_PATIENCE)).await?;
+                let lease = match acquired {
+                    Acquired::Held(lease) => *lease,
+                    Acquired::Busy(owner) => {
+                        return Err(Error::ProducerBusy {
+                            producer: id.clone(),
+                            pid: owner.pid,
+                            host: owner.host,
+                        })
+                    }
+                };
+                let mark = graph.acknowledged_mark(branch, id).await?;
+                Ok(tokio::sync::Mutex::new(Held {
+                    lease,
+                    taken_at: mark,
+                    mark,
+                }))
+            })
+            .await?;
+        Ok(held.lock().await)
+    }
+}
+
+impl Held {
+    /// Whether the lease is still this stream's (a stream stalled past the grace on
+    /// another machine may have been taken over). One listing.
+    pub(crate) async fn confirm(&self, producer: &str) -> Result<()> {
+        if self.lease.confirm().await? {
+            Ok(())
+        } else {
+            Err(Error::ProducerTakenOver {
+                producer: producer.to_owned(),
+            })
+        }
+    }
+
+    /// Raise the acknowledged mark to `sequence`: the lines up to it are durable or
+    /// rejected. Written before the acknowledgement goes out.
+    pub(crate) async fn raise(
+        &mut self,
+        graph: &Graph,
+        branch: &str,
+        producer: &str,
+        sequence: u64,
+    ) -> Result<()> {
+        if self.mark.is_some_and(|mark| mark >= sequence) {
+            return Ok(());
+        }
+        // The crash window between rows made durable and their mark.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("ingest::before-producer-mark", |_| {
+            Err(tributary_write::Error::Injected {
+                point: "ingest::before-producer-mark".to_owned(),
+            }
+            .into())
+        });
+        let record = MarkRecord {
+            producer: producer.to_owned(),
+            sequence,
+        };
+        let bytes = serde_json::to_vec(&record).unwrap_or_default();
+        graph
+            .store
+            .put(&mark_path(branch, producer), bytes)
+            .await
+            .context(StorageSnafu)?;
+        self.mark = Some(sequence);
+        graph
+            .streaming
+            .producer_acknowledged(producer, self.taken_at, sequence);
+        Ok(())
+    }
+}
+
+impl Graph {
+    /// The acknowledged mark of `producer` on `branch`.
+    async fn acknowledged_mark(&self, branch: &str, producer: &str) -> Result<Option<u64>> {
+        let path = mark_path(branch, producer);
+        let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
+            return Ok(None);
+        };
+        let record: MarkRecord =
+            serde_json::from_slice(&bytes).map_err(|error| Error::CorruptProducerMark {
+                path,
+                reason: error.to_string(),
+            })?;
+        Ok(Some(record.sequence))
+    }
+
+    /// Every producer's acknowledged mark on `branch`.
+    pub(crate) async fn acknowledged_marks(&self, branch: &str) -> Result<BTreeMap<String, u64>> {
+        let dir = producers_dir(branch);
+        let mut marks = BTreeMap::new();
+        for name in self.store.list(&dir).await.context(StorageSnafu)? {
+            if !name.ends_with(".json") {
+                continue;
+            }
+            let path = format!("{dir}/{name}");
+            let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
+                continue;
+            };
+            match serde_json::from_slice::<MarkRecord>(&bytes) {
+                Ok(record) => {
+                    marks.insert(record.producer, record.sequence);
+                }
+                Err(error) => tracing::warn!(%error, mark = path, "unreadable producer mark"),
+            }
+        }
+        Ok(marks)
+    }
+
+    /// Each producer's acknowledged and folded marks on `branch`.
+    pub(crate) async fn producer_status(
+        &self,
+        branch: &str,
+        folded: &BTreeMap<String, u64>,
+    ) -> Result<Vec<ProducerStatus>> {
+        let acknowledged = self.acknowledged_marks(branch).await?;
+        let mut names: Vec<&String> = acknowledged.keys().chain(folded.keys()).collect();
+        names.sort();
+        names.dedup();
+        Ok(names
+            .into_iter()
+            .map(|name| ProducerStatus {
+                producer: name.clone(),
+                acknowledged: acknowledged.get(name).copied(),
+                folded: folded.get(name).copied(),
+            })
+            .collect())
+    }
+
+    /// The producer marks a fold may record, read before its cut.
+    ///
+    /// A cut that claims every shard (`everything`) holds every line acknowledged before
+    /// it, so every acknowledged mark. A cut that leaves live writers of other processes
+    /// alone holds this process's lines only: a mark this process raised counts if the
+    /// lines before its stream took the lease (`taken_at`) are folded already, and if no
+    /// writer of this process was fenced since (its lines would then sit in another
+    /// process's memory).
+    pub(crate) async fn producer_marks_to_fold(
+        &self,
+        branch: &str,
+        everything: bool,
+    ) -> Result<BTreeMap<String, u64>> {
+        if everything {
+            self.streaming.marks_settled();
+            return self.acknowledged_marks(branch).await;
+        }
+        let own = match self.streaming.own_marks() {
+            Some(own) if !own.is_empty() => own,
+            _ => return Ok(BTreeMap::new()),
+        };
+        let head = self
+            .publisher
+            .head(&crate::graph::branch(branch)?)
+            .await
+            .context(PublishSnafu)?;
+        Ok(own
+            .into_iter()
+            .filter(|(producer, acked)| {
+                let folded = head.producers.get(producer).copied();
+                acked.taken_at.is_none_or(|taken| folded >= Some(taken))
+            })
+            .map(|(producer, acked)| (producer, acked.through))
+            .collect())
+    }
+}

@@ -212,7 +212,9 @@ enum IngestAction {
     /// Per enrolled table: shards, writer epoch, unfolded generations, rows and bytes, rows
     /// only in a WAL (no generation holds them yet: a live writer's tail, or one a stopped
     /// process left for the next fold), age of the oldest unfolded generation, and the
-    /// last fold commit.
+    /// last fold commit. Then, if streams were sent as producers, a second table: each
+    /// producer's acknowledged mark (the highest sequence acknowledged) and folded mark
+    /// (the highest whose lines the graph holds); in JSON, a second array.
     Status {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
@@ -456,7 +458,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             (Some(IngestAction::Status { graph, branch }), _) => {
                 let opened = backend::open(&graph, &server).await?;
                 let status = opened.ingest_status(&branch).await?;
-                emit(&mut out, &output::status_batch(&status))
+                emit(&mut out, &output::status_batch(&status))?;
+                if status.producers.is_empty() {
+                    Ok(())
+                } else {
+                    emit(&mut out, &output::producers_batch(&status))
+                }
             }
             (
                 Some(IngestAction::Fold {

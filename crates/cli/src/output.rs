@@ -341,3 +341,30 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     ];
     RecordBatch::try_new(Arc::new(schema), columns).expect("status columns match their schema")
 }
+
+/// `ingest status`'s second table: each producer's acknowledged and folded marks.
+#[expect(clippy::expect_used, reason = "the columns are built for this schema")]
+pub fn producers_batch(status: &tributary::IngestStatus) -> RecordBatch {
+    let producers = &status.producers;
+    let marks = |f: &dyn Fn(&tributary::ProducerStatus) -> Option<u64>| -> ArrayRef {
+        Arc::new(Int64Array::from(
+            producers
+                .iter()
+                .map(|p| f(p).map(|n| n as i64))
+                .collect::<Vec<_>>(),
+        ))
+    };
+    let schema = Schema::new(vec![
+        Field::new("producer", DataType::Utf8, false),
+        Field::new("acknowledged", DataType::Int64, true),
+        Field::new("folded", DataType::Int64, true),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            producers.iter().map(|p| p.producer.as_str()),
+        )),
+        marks(&|p| p.acknowledged),
+        marks(&|p| p.folded),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).expect("producer columns match their schema")
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod load;
+mod producers;
 mod remote;
 mod restarts;
 mod torture;

@@ -1,13 +1,15 @@
-//! Model test: random sequences of ingest and load (rows, patches, deletes), fold,
+//! Model test: random sequences of ingest and load (rows, patches, deletes), a producer's
+//! sends (new, retried, out of order, and stopped before their mark), fold,
 //! crash-and-reopen and crashes inside a fold; after a final fold the graph equals a model
 //! that keeps the last acknowledged write per key (a patch laid over the row it saw, a
-//! deleted node's edges gone), and every rejected edge is a dead letter.
+//! deleted node's edges gone, a producer's retries written once), every rejected edge is a
+//! dead letter, and the producer's marks are what it had acknowledged.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use arrow_array::{Array, Int32Array, StringArray};
 use proptest::prelude::*;
-use tributary::{At, Graph, LoadOptions, ReadOptions};
+use tributary::{At, Graph, IngestOptions, LoadOptions, Producer, ReadOptions};
 use tributary_tests::{delete, edge, ndjson, person, SCHEMA};
 
 use crate::FAILPOINTS;
@@ -29,6 +31,13 @@ enum Op {
     Load(usize, i32),
     LoadDelete(usize),
     LoadPatch(usize, i32),
+    /// The producer's next send, `skip` sequence numbers past its mark.
+    Produce(usize, i32, u64),
+    /// The producer sends again a line at or below its mark (any content: it must not land).
+    ProduceAgain(usize, i32, u64),
+    /// The producer's next send stops after its row is durable and before its mark is
+    /// raised; the producer, unacknowledged, sends it again.
+    ProduceUnacknowledged(usize, i32),
     Fold,
     CrashAndReopen,
     CrashInFold(usize),
@@ -43,6 +52,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::Load(k, a)),
         1 => (0..KEYS).prop_map(Op::LoadDelete),
         1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::LoadPatch(k, a)),
+        2 => (0..KEYS, 0..150i32, 0..3u64).prop_map(|(k, a, s)| Op::Produce(k, a, s)),
+        1 => (0..KEYS, 0..150i32, 0..4u64).prop_map(|(k, a, b)| Op::ProduceAgain(k, a, b)),
+        1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::ProduceUnacknowledged(k, a)),
         2 => Just(Op::Fold),
         1 => Just(Op::CrashAndReopen),
         1 => (0..FOLD_WINDOWS.len()).prop_map(Op::CrashInFold),
@@ -58,6 +70,8 @@ struct Model {
     pending_people: Vec<(String, Option<i32>)>,
     pending_knows: Vec<(String, String)>,
     rejected: usize,
+    /// The producer's highest acknowledged sequence.
+    producer_mark: Option<u64>,
 }
 
 impl Model {
@@ -114,6 +128,19 @@ fn patch(k: usize, age: i32) -> String {
 
 fn key(i: usize) -> String {
     format!("k{i}")
+}
+
+/// One stream of the producer, sending `line` as sequence `sequence`.
+async fn produce(
+    graph: &Graph,
+    sequence: u64,
+    line: &str,
+) -> tributary::Result<tributary::IngestAck> {
+    let options = IngestOptions {
+        producer: Some(Producer::new("p", sequence).unwrap()),
+        ..IngestOptions::default()
+    };
+    graph.ingestor(&options).unwrap().send(1, line).await
 }
 
 async fn reopen(uri: &str) -> Graph {
@@ -201,6 +228,40 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                     None => prop_assert!(loaded.is_err()),
                 }
             }
+            Op::Produce(k, age, skip) => {
+                let sequence = model.producer_mark.map_or(1, |m| m + 1) + skip;
+                let ack = produce(&graph, sequence, &person(&key(k), age))
+                    .await
+                    .unwrap();
+                prop_assert_eq!((ack.durable_rows, ack.duplicates), (1, 0));
+                model.pending_people.push((key(k), Some(age)));
+                model.producer_mark = Some(sequence);
+            }
+            Op::ProduceAgain(k, age, back) => {
+                let Some(mark) = model.producer_mark else {
+                    continue;
+                };
+                let sequence = mark.saturating_sub(back).max(1);
+                let ack = produce(&graph, sequence, &person(&key(k), age))
+                    .await
+                    .unwrap();
+                prop_assert_eq!((ack.durable_rows, ack.duplicates), (0, 1));
+            }
+            Op::ProduceUnacknowledged(k, age) => {
+                let sequence = model.producer_mark.map_or(1, |m| m + 1);
+                let line = person(&key(k), age);
+                let scenario = fail::FailScenario::setup();
+                fail::cfg("ingest::before-producer-mark", "return").unwrap();
+                let stopped = produce(&graph, sequence, &line).await;
+                scenario.teardown();
+                prop_assert!(stopped.is_err());
+                // Durable though unacknowledged: it is folded whether or not it is sent again.
+                model.pending_people.push((key(k), Some(age)));
+                let ack = produce(&graph, sequence, &line).await.unwrap();
+                prop_assert_eq!((ack.durable_rows, ack.duplicates), (1, 0));
+                model.pending_people.push((key(k), Some(age)));
+                model.producer_mark = Some(sequence);
+            }
             Op::Fold => {
                 graph.fold("main").await.unwrap();
                 model.fold();
@@ -256,6 +317,15 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     prop_assert_eq!(&found, &model.knows);
     let rejects = graph.rejects(&At::default()).await.unwrap();
     prop_assert_eq!(rejects.num_rows(), model.rejected);
+    // Every fold of what the producer sent recorded its mark by the end.
+    let head = graph.log("main", 1).await.unwrap().remove(0);
+    prop_assert_eq!(head.producers.get("p").copied(), model.producer_mark);
+    let status = graph.ingest_status("main").await.unwrap();
+    let acknowledged = status.producers.iter().find(|p| p.producer == "p");
+    prop_assert_eq!(
+        acknowledged.and_then(|p| p.acknowledged),
+        model.producer_mark
+    );
     Ok(())
 }
 

@@ -316,16 +316,24 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
         )
         .await
         .unwrap();
-    send(
-        &graph,
-        &[
-            person("ada", 1),
-            person("bob", 2),
-            edge("Knows", "ada", "bob"),
-            tributary_tests::delete("Person", "cy"),
-        ],
-    )
-    .await;
+    // Sent as a producer, so the fold carries its mark too.
+    let as_producer = tributary::IngestOptions {
+        producer: Some(tributary::Producer::new("p", 1).unwrap()),
+        ..Default::default()
+    };
+    let lines = [
+        person("ada", 1),
+        person("bob", 2),
+        edge("Knows", "ada", "bob"),
+        tributary_tests::delete("Person", "cy"),
+    ];
+    let ack = graph
+        .ingestor(&as_producer)
+        .unwrap()
+        .send(1, &ndjson(&lines))
+        .await
+        .unwrap();
+    assert_eq!(ack.durable_rows, 4);
     let files_before = data_files(&uri);
     {
         let _lock = FAILPOINTS.lock().await;
@@ -375,6 +383,7 @@ async fn fold_crash_at(point: &str, expect: fn(&Recovered) -> bool) {
         folds[0].rows_written["edges/Knows.lance"], 2,
         "1 row, 1 cascade"
     );
+    assert_eq!(folds[0].producers.get("p"), Some(&4), "the producer's mark");
     let status = graph.ingest_status("main").await.unwrap();
     for table in &status.tables {
         assert_eq!(

@@ -7,11 +7,12 @@ mod path;
 pub mod schema;
 
 pub use decode::{
-    decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError, TypeBatch,
+    conform, decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError, TypeBatch,
     TypeDeletes, TypePatches,
 };
 pub use path::TablePath;
 pub use schema::{
-    Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,
-    Number, Position, RangeBound, SchemaError, StreamOptions, TypeDef, TypeKind,
+    plan_change, BreakingChange, Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds,
+    FieldDef, FieldType, IndexKind, Number, Position, RangeBound, SchemaChange, SchemaError,
+    StreamOptions, TypeDef, TypeKind,
 };

@@ -9,6 +9,7 @@
 //! contributes no row at all.
 
 mod columns;
+mod conform;
 pub(crate) mod convert;
 mod decoder;
 mod json;
@@ -19,6 +20,7 @@ use std::fmt;
 
 use arrow_array::RecordBatch;
 
+pub use conform::conform;
 pub use decoder::Decoder;
 pub use patch::{patch_rows, patch_schema};
 

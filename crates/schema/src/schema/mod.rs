@@ -2,6 +2,7 @@
 
 mod catalog;
 mod error;
+mod evolution;
 mod lexer;
 mod lower;
 mod parser;
@@ -11,6 +12,7 @@ pub use catalog::{
     Number, RangeBound, StreamOptions, TypeDef, TypeKind,
 };
 pub use error::{Position, SchemaError};
+pub use evolution::{plan_change, BreakingChange, SchemaChange};
 
 impl Catalog {
     /// Parse and validate a schema: source text → declarations → the lowered catalog.

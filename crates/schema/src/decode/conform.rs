@@ -1,0 +1,83 @@
+//! Rows written under an older schema, brought to the current one: a field the schema
+//! added since is filled with its default, or null.
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::ArrowError;
+
+use super::columns::Column;
+use super::convert::{convert_field, default_as_json};
+use crate::schema::TypeDef;
+
+/// `batch` (rows of `def` under an older schema, or the current one) with every column of
+/// `def`'s current table schema, in its order: a column the batch lacks is the field's
+/// default for every row, or null. A batch that has every column comes back as it is.
+pub fn conform(def: &TypeDef, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
+    let schema = def.arrow_schema();
+    let current = batch.schema();
+    if current.fields().len() == schema.fields().len()
+        && current
+            .fields()
+            .iter()
+            .zip(schema.fields())
+            .all(|(have, want)| have.name() == want.name())
+    {
+        return Ok(batch.clone());
+    }
+    let rows = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        if let Some(column) = batch.column_by_name(field.name()) {
+            columns.push(column.clone());
+            continue;
+        }
+        let Some(declared) = def.field(field.name()) else {
+            return Err(ArrowError::SchemaError(format!(
+                "rows of {} have no column `{}`",
+                def.name,
+                field.name()
+            )));
+        };
+        let default = declared
+            .default
+            .as_ref()
+            .and_then(|value| convert_field(declared, default_as_json(value)).ok());
+        let mut column = Column::new(&declared.ty);
+        for _ in 0..rows {
+            match &default {
+                Some(cell) => column.append(cell),
+                None => column.append_null(),
+            }
+        }
+        columns.push(column.finish());
+    }
+    RecordBatch::try_new(schema, columns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Catalog;
+    use arrow_array::{Array, StringArray};
+
+    #[test]
+    fn an_older_batch_gains_defaults_and_nulls() {
+        let old = Catalog::parse("node P { name: String @key }").unwrap();
+        let new =
+            Catalog::parse("node P {\n name: String @key\n status: enum(a, b) = b\n age: I32?\n}")
+                .unwrap();
+        let decoded = crate::decode_str(&old, r#"{"type":"P","data":{"name":"x"}}"#);
+        let batch = &decoded.batches[0].batch;
+        let conformed = conform(&new.types[0], batch).unwrap();
+        assert_eq!(conformed.schema(), new.types[0].arrow_schema());
+        let status = conformed
+            .column_by_name("status")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(status.value(0), "b");
+        assert!(conformed.column_by_name("age").unwrap().is_null(0));
+        // A current batch is untouched.
+        assert_eq!(conform(&new.types[0], &conformed).unwrap(), conformed);
+    }
+}

@@ -188,7 +188,7 @@ async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measur
         let lines: Vec<String> = (0..rows)
             .map(|r| person(&format!("{prefix}-{r}"), 30))
             .collect();
-        let decoded = tributary_schema::decode_str(graph.catalog(), &ndjson(&lines));
+        let decoded = tributary_schema::decode_str(&graph.catalog(), &ndjson(&lines));
         let columns = decoded.batches[0].batch.columns().to_vec();
         arrow_array::RecordBatch::try_new(schema.clone(), columns).expect("batch")
     };

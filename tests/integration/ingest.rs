@@ -205,6 +205,7 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
             folded: Vec::new(),
             idempotency_key: None,
             producers: Default::default(),
+            schema: None,
         };
         head = publisher.publish(plan).await.unwrap();
     }
@@ -324,7 +325,7 @@ fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch 
     let lines: Vec<String> = (0..rows)
         .map(|r| person(&format!("{prefix}-{r}"), 1))
         .collect();
-    let decoded = tributary_schema::decode_str(graph.catalog(), &ndjson(&lines));
+    let decoded = tributary_schema::decode_str(&graph.catalog(), &ndjson(&lines));
     decoded.batches[0].batch.clone()
 }
 

@@ -444,7 +444,7 @@ async fn the_compaction_marker_rides_a_staged_merge_and_is_refused_twice() {
         .unwrap();
     let shard = dataset.list_mem_wal_latest_shard_ids().await.unwrap()[0];
     let marker = vec![CompactedSsTable::new(shard, 1)];
-    let rows = tributary_schema::decode_str(graph.catalog(), &line).batches[0]
+    let rows = tributary_schema::decode_str(&graph.catalog(), &line).batches[0]
         .batch
         .clone();
     let stage = |base: &Dataset| {

@@ -20,6 +20,7 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         folded: Vec::new(),
         idempotency_key: None,
         producers: Default::default(),
+        schema: None,
     }
 }
 

@@ -39,15 +39,14 @@ impl Graph {
                 .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::default()).await?;
         let mut report = CleanupReport::default();
-        let mut tables: Vec<TablePath> =
-            self.catalog.types.iter().map(|t| t.table_path()).collect();
+        let catalog = self.catalog();
+        let mut tables: Vec<TablePath> = catalog.types.iter().map(|t| t.table_path()).collect();
         tables.push(tributary_write::REJECTS_PATH);
         for path in tables {
             let Some(&pinned) = head.tables.get(&path) else {
                 continue;
             };
-            let streamed = self
-                .catalog
+            let streamed = catalog
                 .types
                 .iter()
                 .any(|t| t.stream.is_some() && t.table_path() == path);

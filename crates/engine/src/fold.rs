@@ -176,7 +176,7 @@ impl Graph {
         loop {
             attempt += 1;
             let target = self.target_in(turn);
-            match fold_pending(target, &self.catalog, branch, &settings, producers).await {
+            match fold_pending(target, &turn.catalog, branch, &settings, producers).await {
                 Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
                     tracing::info!(%error, "another folder folded first; planning again");
                 }
@@ -238,7 +238,7 @@ impl Graph {
     ) -> Result<()> {
         let streamed = types
             .iter()
-            .any(|name| self.catalog.get(name).is_some_and(|t| t.stream.is_some()));
+            .any(|name| turn.catalog.get(name).is_some_and(|t| t.stream.is_some()));
         if streamed && branch == MAIN_BRANCH {
             self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?;
@@ -294,7 +294,7 @@ impl Graph {
         let mut generations = 0;
         let mut bytes = 0;
         let mut oldest_flush: Option<SystemTime> = None;
-        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+        for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
             if let Some(writer) = self.streaming.writer(&path, branch) {
                 bytes += writer.unflushed_bytes() as u64;
@@ -337,7 +337,7 @@ impl Graph {
     /// The `@stream` tables of `branch` that no writer of this process holds: their WAL
     /// tails, if any, were left by writers elsewhere (or gone).
     fn tables_without_writer(&self, branch: &str) -> Vec<TablePath> {
-        self.catalog
+        self.catalog()
             .types
             .iter()
             .filter(|t| t.stream.is_some())

@@ -54,7 +54,10 @@ pub fn branch(name: &str) -> Result<BranchName> {
 /// An open graph. Cheap to share behind an `Arc`; writes to one branch are serialized.
 pub struct Graph {
     pub(crate) store: GraphStore,
-    pub(crate) catalog: Catalog,
+    /// The schema this process writes and reads with, and its version. Replaced when a
+    /// write turn finds the head at a newer schema (another process applied one); each
+    /// operation takes it once, at its start.
+    catalog: std::sync::RwLock<(Arc<Catalog>, u32)>,
     pub(crate) publisher: ManifestCasPublisher,
     /// One write queue per branch: this process's loads and folds of a branch run one at a
     /// time, and each, once at the front, takes the branch's lease across processes.
@@ -120,12 +123,13 @@ impl Graph {
     fn assemble(
         store: GraphStore,
         catalog: Catalog,
+        version: u32,
         publisher: ManifestCasPublisher,
         settings: GraphSettings,
     ) -> Graph {
         Graph {
             store,
-            catalog,
+            catalog: std::sync::RwLock::new((Arc::new(catalog), version)),
             publisher,
             write_queues: Mutex::new(HashMap::new()),
             settings,
@@ -133,8 +137,22 @@ impl Graph {
         }
     }
 
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+    /// The schema as this process knows it now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog_and_version().0
+    }
+
+    pub(crate) fn catalog_and_version(&self) -> (Arc<Catalog>, u32) {
+        let held = self.catalog.read().unwrap_or_else(|e| e.into_inner());
+        (held.0.clone(), held.1)
+    }
+
+    /// Take `catalog` at `version` as the schema (a newer one than held).
+    pub(crate) fn set_catalog(&self, catalog: Arc<Catalog>, version: u32) {
+        let mut held = self.catalog.write().unwrap_or_else(|e| e.into_inner());
+        if version > held.1 {
+            *held = (catalog, version);
+        }
     }
 
     pub fn store(&self) -> &GraphStore {
@@ -147,28 +165,28 @@ impl Graph {
     }
 
     /// Where this graph's writes commit, for the shared commit protocol.
-    pub(crate) fn target(&self) -> tributary_write::GraphTarget<'_> {
+    pub(crate) fn target<'a>(&'a self, catalog: &'a Catalog) -> tributary_write::GraphTarget<'a> {
         tributary_write::GraphTarget {
             store: &self.store,
             publisher: &self.publisher,
-            catalog: &self.catalog,
+            catalog,
             indexes: self.settings.indexes,
             lease: None,
         }
     }
 
-    /// [`Graph::target`] for a write in `turn`: it confirms the turn's lease before its
-    /// first table commit.
+    /// [`Graph::target`] for a write in `turn`, with the turn's schema: it confirms the
+    /// turn's lease before its first table commit.
     pub(crate) fn target_in<'a>(&'a self, turn: &'a WriteTurn) -> tributary_write::GraphTarget<'a> {
         tributary_write::GraphTarget {
             lease: Some(&turn.lease),
-            ..self.target()
+            ..self.target(&turn.catalog)
         }
     }
 
-    /// The schema source text the graph was created with.
-    pub fn schema_source(&self) -> &str {
-        &self.catalog.source
+    /// The schema's source text.
+    pub fn schema_source(&self) -> String {
+        self.catalog().source.clone()
     }
 
     /// Resolve a branch head or commit id to the commit that pins exact table versions.
@@ -187,11 +205,14 @@ impl Graph {
             .context(PublishSnafu)
     }
 
-    pub(crate) fn type_def(&self, name: &str) -> Result<&TypeDef> {
-        self.catalog.get(name).context(UnknownTypeSnafu { name })
+    pub(crate) fn type_def(&self, name: &str) -> Result<TypeDef> {
+        self.catalog()
+            .get(name)
+            .cloned()
+            .context(UnknownTypeSnafu { name })
     }
 
-    pub(crate) fn node_type(&self, name: &str) -> Result<&TypeDef> {
+    pub(crate) fn node_type(&self, name: &str) -> Result<TypeDef> {
         let ty = self.type_def(name)?;
         if ty.kind != TypeKind::Node {
             return WrongKindSnafu {
@@ -204,7 +225,7 @@ impl Graph {
         Ok(ty)
     }
 
-    pub(crate) fn edge_type(&self, name: &str) -> Result<&TypeDef> {
+    pub(crate) fn edge_type(&self, name: &str) -> Result<TypeDef> {
         let ty = self.type_def(name)?;
         if ty.kind != TypeKind::Edge {
             return WrongKindSnafu {
@@ -239,10 +260,33 @@ impl Graph {
         };
         let queued = queue.lock_owned().await;
         let lease = Lease::branch(&self.store, branch).await?;
+        let catalog = self.current_catalog().await?;
         Ok(WriteTurn {
             lease,
+            catalog,
             _queued: queued,
         })
+    }
+
+    /// The schema as the manifest holds it now: a write turn writes with it. A newer one
+    /// than this process held (another process applied a change) replaces it, and this
+    /// process's warm writers, opened on the tables' older schema, are closed (what they
+    /// acknowledged is flushed; the next send reopens them on the new one).
+    pub(crate) async fn current_catalog(&self) -> Result<Arc<Catalog>> {
+        let record = self.publisher.schema().await.context(PublishSnafu)?;
+        let (held, version) = self.catalog_and_version();
+        if record.version <= version {
+            return Ok(held);
+        }
+        let catalog = Arc::new(Catalog::parse(&record.source).context(SchemaSnafu)?);
+        tracing::info!(
+            from = version,
+            to = record.version,
+            "the graph's schema changed; taking the new one"
+        );
+        self.set_catalog(catalog.clone(), record.version);
+        self.close_writers().await?;
+        Ok(catalog)
     }
 }
 
@@ -250,6 +294,8 @@ impl Graph {
 /// [`WriteTurn::end`] (a cancelled write), its lease is released in the background.
 pub(crate) struct WriteTurn {
     lease: Lease,
+    /// The schema current when the turn began.
+    pub(crate) catalog: Arc<Catalog>,
     _queued: OwnedMutexGuard<()>,
 }
 
@@ -304,7 +350,13 @@ impl GraphBuilder {
             .context(PublishSnafu)?;
         let schema = publisher.schema().await.context(PublishSnafu)?;
         let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
-        Ok(Graph::assemble(store, catalog, publisher, settings))
+        Ok(Graph::assemble(
+            store,
+            catalog,
+            schema.version,
+            publisher,
+            settings,
+        ))
     }
 
     /// Create the graph with the schema `source`; refused if one exists there.
@@ -347,7 +399,7 @@ impl GraphBuilder {
         let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
             .await
             .context(PublishSnafu)?;
-        Ok(Graph::assemble(store, catalog, publisher, settings))
+        Ok(Graph::assemble(store, catalog, 1, publisher, settings))
     }
 }
 

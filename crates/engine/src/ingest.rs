@@ -111,7 +111,7 @@ impl Graph {
 
     /// The warm writer of a table on a branch, enrolling the table at its first write.
     async fn table_writer(&self, type_name: &str, branch: &str) -> Result<Arc<TableWriter>> {
-        let ty = self.type_def(type_name)?;
+        let ty = &self.type_def(type_name)?;
         let path = ty.table_path();
         if let Some(writer) = self.streaming.writer(&path, branch) {
             return Ok(writer);
@@ -359,16 +359,13 @@ impl Ingestor<'_> {
         for patches in &writes.patches {
             self.own_shards_of(&patches.rows.type_name).await?;
         }
-        let (batches, removals) =
-            Removals::resolve(&self.graph.catalog, writes.batches, writes.deletes)?;
-        let (batches, late) = apply_patches(
-            &self.graph.catalog,
-            batches,
-            &removals,
-            writes.patches,
-            |ty, keys| self.fresh_rows(ty, keys),
-        )
-        .await?;
+        let catalog = self.graph.catalog();
+        let (batches, removals) = Removals::resolve(&catalog, writes.batches, writes.deletes)?;
+        let (batches, late) =
+            apply_patches(&catalog, batches, &removals, writes.patches, |ty, keys| {
+                self.fresh_rows(ty, keys)
+            })
+            .await?;
         let deletes = removals
             .named()
             .map(|(name, keys)| (name.to_owned(), keys.map(str::to_owned).collect()))
@@ -568,7 +565,8 @@ impl Ingestor<'_> {
     /// line order; lines of other types are rejected with how to enrol them), and the last
     /// line number.
     fn decode(&self, first_line: u64, text: &str) -> (Writes, Vec<LineError>, u64) {
-        let mut decoder = Decoder::new(&self.graph.catalog);
+        let catalog = self.graph.catalog();
+        let mut decoder = Decoder::new(&catalog);
         let mut last_line = first_line.saturating_sub(1);
         for (offset, line) in text.lines().enumerate() {
             last_line = first_line.saturating_add(offset as u64);
@@ -576,12 +574,7 @@ impl Ingestor<'_> {
         }
         let decoded = decoder.finish();
         let mut rejected = decoded.rejects;
-        let streamed = |name: &str| {
-            self.graph
-                .catalog
-                .get(name)
-                .is_some_and(|ty| ty.stream.is_some())
-        };
+        let streamed = |name: &str| catalog.get(name).is_some_and(|ty| ty.stream.is_some());
         let mut accepted = Writes::default();
         for batch in decoded.batches {
             if streamed(&batch.type_name) {

@@ -8,7 +8,7 @@ use lance::dataset::{
     MergeInsertBuilder, UncommittedMergeInsert, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
 use lance::Dataset;
-use snafu::ResultExt;
+use snafu::{OptionExt, ResultExt};
 use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
@@ -75,7 +75,7 @@ impl Graph {
     /// Validate and load NDJSON `text` as one graph commit. Nothing is written unless
     /// every line is valid.
     pub async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
-        let decoded = tributary_schema::decode_str(&self.catalog, text);
+        let decoded = tributary_schema::decode_str(&self.catalog(), text);
         if !decoded.rejects.is_empty() {
             return InvalidDataSnafu {
                 errors: decoded.rejects,
@@ -129,8 +129,12 @@ impl Graph {
                 return Ok(self.replayed(commit));
             }
         }
-        let batches = dedupe_keys(&self.catalog, writes.batches, options.mode)?;
-        let (batches, removals) = Removals::resolve(&self.catalog, batches, writes.deletes)?;
+        // The schema of the turn: rows decoded before a newer one was found take its
+        // added fields' defaults (or nulls), as a line that does not name them would.
+        let catalog = &turn.catalog;
+        let batches = conform_all(catalog, writes.batches)?;
+        let batches = dedupe_keys(catalog, batches, options.mode)?;
+        let (batches, removals) = Removals::resolve(catalog, batches, writes.deletes)?;
         let touched: Vec<&str> = batches
             .iter()
             .map(|b| b.type_name.as_str())
@@ -141,23 +145,18 @@ impl Graph {
             .await?;
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
-        let tables = SnapshotTables::new(&self.store, &self.catalog, &head);
+        let tables = SnapshotTables::new(&self.store, catalog, &head);
         // Patches are laid over the rows the head holds, after everything pending folded.
-        let (batches, mut errors) = apply_patches(
-            &self.catalog,
-            batches,
-            &removals,
-            writes.patches,
-            |ty, keys| {
+        let (batches, mut errors) =
+            apply_patches(catalog, batches, &removals, writes.patches, |ty, keys| {
                 let head = &head;
                 async move {
                     let view = View::from(&At::Branch(head.branch.clone()));
                     self.rows_by_key(head, ty, &keys, &view).await
                 }
-            },
-        )
-        .await?;
-        let (going, more) = removals.check(&self.catalog, &tables, &batches).await?;
+            })
+            .await?;
+        let (going, more) = removals.check(catalog, &tables, &batches).await?;
         errors.extend(more);
         errors.extend(
             self.check_request(&tables, &batches, &removals, &going, options.mode)
@@ -176,10 +175,10 @@ impl Graph {
         let empty: Vec<TypeBatch> = removals
             .types()
             .filter(|name| !batches.iter().any(|b| b.type_name == *name))
-            .map(|name| Ok(TypeBatch::empty(self.type_def(name)?)))
+            .map(|name| Ok(TypeBatch::empty(type_in(catalog, name)?)))
             .collect::<Result<_>>()?;
         for batch in batches.iter().chain(&empty) {
-            let ty = self.type_def(&batch.type_name)?;
+            let ty = type_in(catalog, &batch.type_name)?;
             let path = ty.table_path();
             let dataset = Arc::new(tables.open(ty).await?);
             let predicate = removals.predicate(ty);
@@ -254,7 +253,7 @@ impl Graph {
         // Nodes first: an edge may name a node this request writes.
         let mut ordered: Vec<(&TypeDef, &TypeBatch)> = batches
             .iter()
-            .map(|batch| Ok((self.type_def(&batch.type_name)?, batch)))
+            .map(|batch| Ok((type_in(tables.catalog, &batch.type_name)?, batch)))
             .collect::<Result<_>>()?;
         ordered.sort_by_key(|(ty, _)| ty.kind == TypeKind::Edge);
         for (ty, batch) in ordered {
@@ -386,11 +385,33 @@ fn dedupe_keys(
     }
 }
 
+/// `name`'s definition in `catalog`.
+fn type_in<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c tributary_schema::TypeDef> {
+    catalog
+        .get(name)
+        .context(crate::error::UnknownTypeSnafu { name })
+}
+
+/// Rows decoded under an older schema, with every column of `catalog`'s.
+fn conform_all(catalog: &Catalog, batches: Vec<TypeBatch>) -> Result<Vec<TypeBatch>> {
+    batches
+        .into_iter()
+        .map(|mut batch| {
+            let ty = type_in(catalog, &batch.type_name)?;
+            batch.batch =
+                tributary_schema::conform(ty, &batch.batch).context(crate::error::ArrowSnafu {
+                    action: "conform rows to the schema",
+                })?;
+            Ok(batch)
+        })
+        .collect()
+}
+
 impl Graph {
     /// The outcome of a load that already happened: its commit, its rows by type.
     fn replayed(&self, commit: CommitRecord) -> LoadOutcome {
         let rows = self
-            .catalog
+            .catalog()
             .types
             .iter()
             .filter_map(|ty| {

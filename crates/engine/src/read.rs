@@ -106,7 +106,7 @@ pub const MAX_READ_LIMIT: usize = 10_000_000;
 impl Graph {
     /// Rows of a type.
     pub async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
-        let ty = self.type_def(type_name)?;
+        let ty = &self.type_def(type_name)?;
         if let Some(limit) = options.limit.filter(|&limit| limit > MAX_READ_LIMIT) {
             return Err(Error::LimitTooLarge {
                 limit,
@@ -138,7 +138,7 @@ impl Graph {
         view: impl Into<View>,
     ) -> Result<Option<RecordBatch>> {
         let view = view.into();
-        let ty = self.type_def(type_name)?;
+        let ty = &self.type_def(type_name)?;
         let snapshot = self.snapshot(&view.at).await?;
         let table = self.open_for_read(&snapshot, ty, &view).await?;
         let filter = format!("id = {}", quote(key));
@@ -165,8 +165,8 @@ impl Graph {
         view: impl Into<View>,
     ) -> Result<RecordBatch> {
         let view = view.into();
-        let node = self.node_type(node_type)?;
-        let edge_def = self.edge_type(edge)?;
+        let node = &self.node_type(node_type)?;
+        let edge_def = &self.edge_type(edge)?;
         let Some(ends) = edge_def.edge.as_ref() else {
             return Err(Error::WrongKind {
                 name: edge.to_owned(),
@@ -208,7 +208,7 @@ impl Graph {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let far_def = self.node_type(far)?;
+        let far_def = &self.node_type(far)?;
         let nodes = self.open_for_read(&snapshot, far_def, &view).await?;
         nodes
             .reader()
@@ -226,7 +226,7 @@ impl Graph {
         view: impl Into<View>,
     ) -> Result<RecordBatch> {
         let view = view.into();
-        let ty = self.type_def(type_name)?;
+        let ty = &self.type_def(type_name)?;
         let text_columns: Vec<String>;
         let search = match query {
             SearchQuery::Text(text) => {

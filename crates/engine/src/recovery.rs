@@ -104,7 +104,8 @@ impl Graph {
             self.release_claims(id, &claim).await;
             return Ok(None);
         }
-        let outcome = match recover_intent(self.target(), &intent).await {
+        let catalog = self.catalog();
+        let outcome = match recover_intent(self.target(&catalog), &intent).await {
             Ok(outcome) => {
                 tracing::info!(?outcome, "resolved an interrupted write");
                 self.store.delete(path).await.context(StorageSnafu)?;

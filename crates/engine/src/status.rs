@@ -85,7 +85,7 @@ impl Graph {
     /// See [`Pending`].
     pub async fn pending(&self) -> Result<Pending> {
         let mut pending = Pending::default();
-        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+        for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let Some(state) = table_state(&self.store, &ty.table_path())
                 .await
                 .map_err(Error::from_memwal)?
@@ -101,7 +101,7 @@ impl Graph {
 
     pub async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
         let mut tables = Vec::new();
-        for ty in self.catalog.types.iter().filter(|t| t.stream.is_some()) {
+        for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
             let Some(state) = table_state(&self.store, &path)
                 .await

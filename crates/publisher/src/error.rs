@@ -17,6 +17,9 @@ pub enum Error {
         actual: Option<CommitId>,
     },
 
+    #[snafu(display("the schema changed meanwhile: this change would be version {actual}, the next is {expected}; apply it again"))]
+    SchemaRaced { expected: u32, actual: u32 },
+
     #[snafu(display("branch `{branch}` does not exist"))]
     BranchNotFound { branch: String },
 
@@ -56,7 +59,7 @@ impl Error {
     pub fn kind(&self) -> tributary_storage::ErrorKind {
         use tributary_storage::ErrorKind;
         match self {
-            Error::Conflict { .. } => ErrorKind::Conflict,
+            Error::Conflict { .. } | Error::SchemaRaced { .. } => ErrorKind::Conflict,
             Error::BranchNotFound { .. }
             | Error::CommitNotFound { .. }
             | Error::NotAGraph { .. } => ErrorKind::NotFound,

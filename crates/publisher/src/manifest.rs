@@ -153,6 +153,7 @@ impl ManifestCasPublisher {
             last_fold: None,
             idempotency_key: None,
             producers: Default::default(),
+            schema_version: schema.version,
         };
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
@@ -380,6 +381,16 @@ impl Publisher for ManifestCasPublisher {
             let mark = producers.entry(producer).or_insert(sequence);
             *mark = (*mark).max(sequence);
         }
+        let head_schema = head.as_ref().map_or(1, |h| h.schema_version);
+        if let Some(schema) = &plan.schema {
+            if schema.version != head_schema + 1 {
+                return Err(Error::SchemaRaced {
+                    expected: head_schema + 1,
+                    actual: schema.version,
+                });
+            }
+        }
+        let schema_version = plan.schema.as_ref().map_or(head_schema, |s| s.version);
         let last_fold = match plan.kind {
             CommitKind::Fold => Some(id.clone()),
             _ => head.and_then(|h| h.last_fold),
@@ -398,6 +409,7 @@ impl Publisher for ManifestCasPublisher {
             last_fold,
             idempotency_key: plan.idempotency_key,
             producers,
+            schema_version,
         };
         let json = to_json(&record);
         let mut rows = vec![
@@ -407,6 +419,9 @@ impl Publisher for ManifestCasPublisher {
         // In the same compare-and-swap as the head: a commit and its key are one write.
         if let Some(key) = &record.idempotency_key {
             rows.push((idempotency_row_key(&plan.branch, key), to_json(&record.id)));
+        }
+        if let Some(schema) = &plan.schema {
+            rows.push((SCHEMA_KEY.to_owned(), to_json(schema)));
         }
         let batch = rows_batch(&rows);
 

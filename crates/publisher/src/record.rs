@@ -67,6 +67,14 @@ pub struct CommitRecord {
     /// so the head holds every producer's mark.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub producers: BTreeMap<String, u64>,
+    /// The version of the graph's schema at this commit (carried forward; a `schema`
+    /// commit raises it), so a writer holding the head knows whether its schema is current.
+    #[serde(default = "first_schema_version")]
+    pub schema_version: u32,
+}
+
+fn first_schema_version() -> u32 {
+    1
 }
 
 impl CommitRecord {
@@ -125,6 +133,9 @@ pub struct PublishPlan {
     pub idempotency_key: Option<String>,
     /// Producers' marks this commit advances (a fold's); a mark never moves back.
     pub producers: BTreeMap<String, u64>,
+    /// A new schema, written with the commit (a `schema` commit); its version must be one
+    /// more than the head's.
+    pub schema: Option<SchemaRecord>,
 }
 
 /// The schema as stored in the manifest.

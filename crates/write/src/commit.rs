@@ -246,6 +246,7 @@ fn plan_for(
         folded: intent.folded.clone(),
         idempotency_key: intent.idempotency_key.clone(),
         producers: intent.producers.clone(),
+        schema: None,
     }
 }
 

@@ -22,6 +22,7 @@ fn plan_on(head: &CommitRecord) -> PublishPlan {
         folded: Vec::new(),
         idempotency_key: None,
         producers: Default::default(),
+        schema: None,
     }
 }
 

@@ -315,8 +315,12 @@ async fn relay(
                     Ended::Summary(record)
                 });
             }
-            replay.settled(through);
-            lines = through;
+            // A strict stop's line is not settled: a resumed stream starts with it.
+            let settled = record["stopped_at"]
+                .as_u64()
+                .map_or(through, |bad| bad.saturating_sub(1));
+            replay.settled(settled);
+            lines = settled;
             acked = record["acked"].as_u64().unwrap_or(acked);
             let rejects = record["rejected"].as_array().cloned().unwrap_or_default();
             rejected += rejects.len() as u64;

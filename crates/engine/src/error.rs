@@ -156,6 +156,19 @@ pub enum Error {
     #[snafu(display("a producer's sequence numbers need a producer id"))]
     SequenceWithoutProducer,
 
+    #[snafu(display("producer `{producer}`: this send starts at line {first} of the stream, but line {expected} is not settled; a producer's sends go in order (send from line {expected} first)"))]
+    OutOfSequence {
+        producer: String,
+        expected: u64,
+        first: u64,
+    },
+
+    #[snafu(display(
+        "sequence numbers run past {}: start the producer's stream lower",
+        u64::MAX
+    ))]
+    SequenceOverflow,
+
     #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
     PatchedRowsChanged,
 
@@ -204,7 +217,10 @@ impl Error {
             | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
-            Error::InvalidToken { .. } | Error::SequenceWithoutProducer => ErrorKind::InvalidInput,
+            Error::InvalidToken { .. }
+            | Error::SequenceWithoutProducer
+            | Error::OutOfSequence { .. }
+            | Error::SequenceOverflow => ErrorKind::InvalidInput,
             Error::ProducerBusy { .. } => ErrorKind::Unavailable,
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,

@@ -223,18 +223,25 @@ impl Ingestor<'_> {
         let Some(producer) = &self.producer else {
             return self.send_new_lines(first_line, lines).await;
         };
+        let last_line = (first_line + lines.len() as u64).saturating_sub(1);
+        let (Some(first_sequence), Some(_)) = (
+            producer.sequence_of(first_line),
+            producer.sequence_of(last_line),
+        ) else {
+            return Err(Error::SequenceOverflow);
+        };
         let mut held = producer.hold(self.graph, &self.branch).await?;
+        held.check_order(producer.id(), first_line)?;
         // Sequences rise with lines, so the lines acknowledged before are a prefix.
-        let first_sequence = producer.sequence_of(first_line);
         let duplicates = held
             .mark
             .map_or(0, |mark| {
-                (mark.saturating_add(1)).saturating_sub(first_sequence)
+                mark.saturating_add(1).saturating_sub(first_sequence)
             })
             .min(lines.len() as u64);
-        let last_line = (first_line + lines.len() as u64).saturating_sub(1);
         let fresh = &lines[duplicates as usize..];
         if fresh.is_empty() {
+            held.settled(last_line);
             return Ok(IngestAck {
                 through_line: last_line,
                 duplicates,
@@ -250,14 +257,13 @@ impl Ingestor<'_> {
             None => ack.through_line,
         };
         if settled_through >= first_line + duplicates {
-            held.raise(
-                self.graph,
-                &self.branch,
-                producer.id(),
-                producer.sequence_of(settled_through),
-            )
-            .await?;
+            let sequence = producer
+                .sequence_of(settled_through)
+                .ok_or(Error::SequenceOverflow)?;
+            held.raise(self.graph, &self.branch, producer.id(), sequence)
+                .await?;
         }
+        held.settled(settled_through);
         Ok(ack)
     }
 
@@ -629,6 +635,8 @@ impl Graph {
                 Ok(()) => {}
                 // Another writer owns the shard now and replayed what this one wrote.
                 Err(error) if error.is_fenced() => {
+                    // What it acknowledged is in another process's writer now.
+                    self.streaming.marks_unsettled();
                     tracing::info!(%error, "a fenced writer was not closed");
                 }
                 Err(error) => {

@@ -91,7 +91,11 @@ impl Graph {
             return EmptyLoadSnafu.fail();
         }
         if let Some(key) = &options.idempotency_key {
-            crate::producers::check_token("an idempotency key", key)?;
+            crate::producers::check_token(
+                "an idempotency key",
+                key,
+                crate::producers::MAX_IDEMPOTENCY_KEY,
+            )?;
         }
         if options.branch != MAIN_BRANCH {
             // Only a head says a branch exists: ask before taking its lease, which would

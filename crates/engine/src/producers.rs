@@ -13,7 +13,13 @@
 //!
 //! A process that dies after its rows are durable and before the mark is raised never
 //! acknowledged them: the retry writes those rows again, with the same content and in the
-//! same place among the producer's writes, so the graph ends as if they were written once.
+//! same place among the producer's own writes, so among them it is as if written once (a
+//! write of another writer to the same key in between is overwritten by the retry, which
+//! is acknowledged after it).
+//!
+//! Within a stream, sends go in line order: a send that starts after a line the stream has
+//! not settled (a later send overtaking an earlier one, or one after an earlier send that
+//! failed and was not sent again first) is refused, so no line is passed over.
 //!
 //! The *folded mark*, in the head commit ([`tributary_publisher::CommitRecord::producers`]),
 //! is the highest sequence whose lines a fold has published: a fold records the marks its
@@ -36,23 +42,21 @@ use crate::graph::Graph;
 /// or its process is found gone) before it is refused as unavailable.
 const LEASE_PATIENCE: Duration = Duration::from_secs(5);
 
-/// Longest producer id (and idempotency key) a request takes.
-pub(crate) const MAX_TOKEN: usize = 200;
+/// Longest idempotency key a load takes.
+pub(crate) const MAX_IDEMPOTENCY_KEY: usize = 200;
 
-/// Check a client-chosen id (a producer id, an idempotency key): 1 to [`MAX_TOKEN`]
-/// printable ASCII characters, no spaces.
-pub(crate) fn check_token(what: &'static str, value: &str) -> Result<()> {
-    let fine = !value.is_empty()
-        && value.len() <= MAX_TOKEN
-        && value.chars().all(|c| c.is_ascii_graphic());
+/// Longest producer id: it names a file (escaped, up to three bytes a character).
+pub(crate) const MAX_PRODUCER_ID: usize = 64;
+
+/// Check a client-chosen id (a producer id, an idempotency key): 1 to `max` printable
+/// ASCII characters, no spaces.
+pub(crate) fn check_token(what: &'static str, value: &str, max: usize) -> Result<()> {
+    let fine =
+        !value.is_empty() && value.len() <= max && value.chars().all(|c| c.is_ascii_graphic());
     if fine {
         Ok(())
     } else {
-        crate::error::InvalidTokenSnafu {
-            what,
-            max: MAX_TOKEN,
-        }
-        .fail()
+        crate::error::InvalidTokenSnafu { what, max }.fail()
     }
 }
 
@@ -87,7 +91,7 @@ impl std::fmt::Debug for Producer {
 impl Producer {
     pub fn new(id: impl Into<String>, first_sequence: u64) -> Result<Producer> {
         let id = id.into();
-        check_token("a producer id", &id)?;
+        check_token("a producer id", &id, MAX_PRODUCER_ID)?;
         Ok(Producer {
             id,
             first_sequence,
@@ -113,9 +117,9 @@ impl Producer {
         self.first_sequence
     }
 
-    /// The sequence number of stream line `line` (1-based).
-    pub fn sequence_of(&self, line: u64) -> u64 {
-        self.first_sequence.saturating_add(line.saturating_sub(1))
+    /// The sequence number of stream line `line` (1-based); `None` past `u64::MAX`.
+    pub fn sequence_of(&self, line: u64) -> Option<u64> {
+        self.first_sequence.checked_add(line.checked_sub(1)?)
     }
 }
 
@@ -149,6 +153,8 @@ pub(crate) struct Held {
     /// The mark when the lease was taken (what earlier holders acknowledged).
     taken_at: Option<u64>,
     pub(crate) mark: Option<u64>,
+    /// The stream's first line not yet settled: its next send starts there (or earlier).
+    next_line: u64,
 }
 
 impl Producer {
@@ -183,6 +189,7 @@ impl Producer {
                     lease,
                     taken_at: mark,
                     mark,
+                    next_line: 1,
                 }))
             })
             .await?;
@@ -203,8 +210,28 @@ impl Held {
         }
     }
 
+    /// Refuse a send that starts after a line of the stream not yet settled (that line
+    /// would be passed over: once a later one raises the mark, it counts as a duplicate).
+    pub(crate) fn check_order(&self, producer: &str, first_line: u64) -> Result<()> {
+        if first_line > self.next_line {
+            return Err(Error::OutOfSequence {
+                producer: producer.to_owned(),
+                expected: self.next_line,
+                first: first_line,
+            });
+        }
+        Ok(())
+    }
+
+    /// The stream's lines through `line` are settled (written, rejected, or duplicates).
+    pub(crate) fn settled(&mut self, line: u64) {
+        self.next_line = self.next_line.max(line.saturating_add(1));
+    }
+
     /// Raise the acknowledged mark to `sequence`: the lines up to it are durable or
-    /// rejected. Written before the acknowledgement goes out.
+    /// rejected. Written before the acknowledgement goes out, once the lease is confirmed
+    /// still this stream's (a stream taken over meanwhile raises nothing and acknowledges
+    /// nothing, so the mark never goes back).
     pub(crate) async fn raise(
         &mut self,
         graph: &Graph,
@@ -223,6 +250,7 @@ impl Held {
             }
             .into())
         });
+        self.confirm(producer).await?;
         let record = MarkRecord {
             producer: producer.to_owned(),
             sequence,

@@ -33,6 +33,10 @@ pub struct AckRecord {
     /// before, not written again.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub duplicates: u64,
+    /// A strict stream stopped at this line: it is not settled (sent again, fixed or not,
+    /// it is read again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_at: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -390,6 +394,7 @@ impl Session {
             through_line: ack.through_line,
             rows: ack.durable_rows,
             duplicates: ack.duplicates,
+            stopped_at: ack.stopped_at.as_ref().map(|bad| bad.line),
             rejected: ack
                 .rejected
                 .iter()

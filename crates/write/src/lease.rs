@@ -57,8 +57,9 @@ const RELEASE_ATTEMPTS: usize = 4;
 enum Mark {
     Held {
         owner: Owner,
-        /// What the lease is of, for a person reading the object.
-        #[serde(alias = "branch")]
+        /// What the lease is of, for a person reading the object (named `branch`, as
+        /// older versions read it).
+        #[serde(rename = "branch")]
         what: String,
     },
     Released,
@@ -80,13 +81,30 @@ impl std::fmt::Debug for Lease {
     }
 }
 
-/// `name` as one path segment: kept readable, with any character that could leave its
-/// folder (or clash with another name's escape) hex-escaped as `=xx`. (`=` because an
-/// object store path escapes `%` itself, so a listed name would not read back.)
+/// The folder of `branch`'s write lease. Branch names are kept readable; any character
+/// that could leave the folder is hex-escaped (`%xx`; only numbered objects are ever
+/// listed in it, so the store's own escaping of `%` does not matter).
+fn lease_dir(branch: &str) -> String {
+    let mut name = String::with_capacity(branch.len());
+    for ch in branch.chars() {
+        if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+            name.push(ch);
+        } else {
+            for byte in ch.to_string().bytes() {
+                name.push_str(&format!("%{byte:02x}"));
+            }
+        }
+    }
+    format!("{LEASE_DIR}/{name}")
+}
+
+/// `name` as one path segment whose listed name reads back: lower-case letters, digits,
+/// `-` and `_` kept, anything else (upper case too: a file system may not tell case
+/// apart) hex-escaped as `=xx` (an object store escapes `%` itself).
 pub fn path_segment(name: &str) -> String {
     let mut segment = String::with_capacity(name.len());
     for ch in name.chars() {
-        if ch.is_ascii_alphanumeric() || ch == '-' || ch == '_' {
+        if ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-' || ch == '_' {
             segment.push(ch);
         } else {
             for byte in ch.to_string().bytes() {
@@ -95,11 +113,6 @@ pub fn path_segment(name: &str) -> String {
         }
     }
     segment
-}
-
-/// The folder of `branch`'s write lease.
-fn lease_dir(branch: &str) -> String {
-    format!("{LEASE_DIR}/{}", path_segment(branch))
 }
 
 /// The folder of the producers of `branch`: their marks, and a folder of lease objects each.
@@ -387,8 +400,9 @@ mod tests {
     #[test]
     fn lease_folders_stay_inside_the_lease_dir() {
         assert_eq!(lease_dir("main"), "__leases/main");
-        assert_eq!(lease_dir("../x"), "__leases/=2e=2e=2fx");
+        assert_eq!(lease_dir("../x"), "__leases/%2e%2e%2fx");
         assert_eq!(producers_dir("main"), "__producers/main");
+        assert_eq!(path_segment("Ab/.c"), "=41b=2f=2ec");
         assert_eq!(number_of(&object("d", 7)[2..]), Some(7));
         assert_eq!(number_of("7.json"), None, "only the 20-digit form");
         assert_eq!(number_of("0000000000000000000x.json"), None);

@@ -20,6 +20,7 @@ mod producers;
 mod publisher;
 mod reads;
 mod recovery;
+mod schema_change;
 mod server;
 mod storage;
 mod stream_deletes;

@@ -140,8 +140,8 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
-    /// Print the graph's schema.
-    Schema { graph: String },
+    /// Print the graph's schema, or change it (`schema apply`).
+    Schema(SchemaArgs),
     /// Remove what no reader at the head needs: WAL files and generations already folded
     /// and published, old shard manifests, and table versions older than the retention
     /// window that the head does not pin (reads at commits older than that may fail).
@@ -205,6 +205,33 @@ struct IngestArgs {
     /// The sequence number of the input's first line (needs --producer).
     #[arg(long, requires = "producer")]
     sequence: Option<u64>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct SchemaArgs {
+    #[command(subcommand)]
+    action: Option<SchemaAction>,
+    /// The graph whose schema to print.
+    #[arg(required = true)]
+    graph: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum SchemaAction {
+    /// Change the graph's schema to the one in FILE, as one `schema` commit. Additive
+    /// changes only: new types; new fields after a type's existing ones that are nullable
+    /// (`T?`) or have a default (stored rows get the default, or null); an `@index` on an
+    /// existing field; `@stream` on a type. Anything else (a type or field dropped or
+    /// renamed, a changed type, key, nullability, default or constraint) is refused with
+    /// every difference listed, and nothing changes (exit 65). What is pending on
+    /// `@stream` types is folded first. Other processes take the new schema at their next
+    /// load or fold.
+    Apply {
+        graph: String,
+        /// The new schema file.
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -530,7 +557,22 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             let batch = opened.rejects(&at.at()?).await?;
             emit(&mut out, &batch)
         }
-        Command::Schema { graph } => {
+        Command::Schema(SchemaArgs {
+            action: Some(SchemaAction::Apply { graph, file }),
+            ..
+        }) => {
+            let source = std::fs::read_to_string(&file)
+                .map_err(|e| Failure::reading(&format!("schema {}", file.display()), e))?;
+            let opened = backend::open(&graph, &server).await?;
+            let outcome = opened.apply_schema(&source).await?;
+            output::schema_outcome(&mut out, format, &outcome).map_err(Failure::io)
+        }
+        Command::Schema(SchemaArgs { graph: None, .. }) => {
+            Err(Failure::missing_argument("schema needs a GRAPH"))
+        }
+        Command::Schema(SchemaArgs {
+            graph: Some(graph), ..
+        }) => {
             let opened = backend::open(&graph, &server).await?;
             let source = opened.schema().await?;
             let result = match format {

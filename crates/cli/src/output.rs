@@ -342,6 +342,55 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     RecordBatch::try_new(Arc::new(schema), columns).expect("status columns match their schema")
 }
 
+/// What `schema apply` did: a line for people, or the outcome as JSON.
+pub fn schema_outcome(
+    out: &mut dyn Write,
+    format: Format,
+    outcome: &tributary::SchemaOutcome,
+) -> Result<(), String> {
+    let err = |e: std::io::Error| e.to_string();
+    if matches!(format, Format::Json | Format::Ndjson) {
+        let json = serde_json::to_string(outcome).map_err(|e| e.to_string())?;
+        return writeln!(out, "{json}").map_err(err);
+    }
+    let Some(commit) = &outcome.commit else {
+        return writeln!(out, "the schema is unchanged (version {})", outcome.version).map_err(err);
+    };
+    let change = &outcome.change;
+    let pairs = |list: &[(String, String)]| {
+        list.iter()
+            .map(|(ty, field)| format!("{ty}.{field}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !change.new_types.is_empty() {
+        parts.push(format!("new types {}", change.new_types.join(", ")));
+    }
+    if !change.new_fields.is_empty() {
+        parts.push(format!("new fields {}", pairs(&change.new_fields)));
+    }
+    if !change.new_indexes.is_empty() {
+        parts.push(format!("new indexes on {}", pairs(&change.new_indexes)));
+    }
+    if !change.newly_streamed.is_empty() {
+        parts.push(format!("@stream on {}", change.newly_streamed.join(", ")));
+    }
+    let folded = if outcome.folded_rows > 0 {
+        format!(" ({} pending rows folded first)", outcome.folded_rows)
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "schema version {}: {}{folded}; commit {}",
+        outcome.version,
+        parts.join("; "),
+        commit.id
+    )
+    .map_err(err)
+}
+
 /// `ingest status`'s second table: each producer's acknowledged and folded marks.
 #[expect(clippy::expect_used, reason = "the columns are built for this schema")]
 pub fn producers_batch(status: &tributary::IngestStatus) -> RecordBatch {

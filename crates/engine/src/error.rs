@@ -169,12 +169,33 @@ pub enum Error {
     ))]
     SequenceOverflow,
 
+    #[snafu(display("{type_name}'s table is taking a schema change; send again in a moment"))]
+    SchemaChanging { type_name: String },
+
+    #[snafu(display("{}", describe_refusals(refused)))]
+    BreakingSchemaChange {
+        refused: Vec<tributary_schema::BreakingChange>,
+    },
+
     #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
     PatchedRowsChanged,
 
     /// What a server answered (or that it could not be reached), for a client of one.
     #[snafu(display("{message}"))]
     Remote { kind: ErrorKind, message: String },
+}
+
+fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
+    let mut text = format!(
+        "the new schema changes what is stored in {} way{} a schema change cannot apply (it adds types, nullable or defaulted fields after the existing ones, indexes, and @stream); nothing was changed:",
+        refused.len(),
+        if refused.len() == 1 { "" } else { "s" }
+    );
+    for refusal in refused {
+        text.push_str("\n  ");
+        text.push_str(&refusal.to_string());
+    }
+    text
 }
 
 /// Show at most the first ten line errors; the count says how many there were.
@@ -220,8 +241,9 @@ impl Error {
             Error::InvalidToken { .. }
             | Error::SequenceWithoutProducer
             | Error::OutOfSequence { .. }
-            | Error::SequenceOverflow => ErrorKind::InvalidInput,
-            Error::ProducerBusy { .. } => ErrorKind::Unavailable,
+            | Error::SequenceOverflow
+            | Error::BreakingSchemaChange { .. } => ErrorKind::InvalidInput,
+            Error::ProducerBusy { .. } | Error::SchemaChanging { .. } => ErrorKind::Unavailable,
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,

@@ -105,7 +105,7 @@ impl Graph {
             .await
     }
 
-    async fn fold_locked_with(
+    pub(crate) async fn fold_locked_with(
         &self,
         turn: &WriteTurn,
         branch: &BranchName,

@@ -261,11 +261,15 @@ impl Graph {
         let queued = queue.lock_owned().await;
         let lease = Lease::branch(&self.store, branch).await?;
         let catalog = self.current_catalog().await?;
-        Ok(WriteTurn {
+        let mut turn = WriteTurn {
             lease,
             catalog,
             _queued: queued,
-        })
+        };
+        if *branch == tributary_publisher::MAIN_BRANCH {
+            self.finish_interrupted_schema_change(&mut turn).await?;
+        }
+        Ok(turn)
     }
 
     /// The schema as the manifest holds it now: a write turn writes with it. A newer one

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
+use snafu::ResultExt;
 use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
 use tributary_publisher::{BranchName, MAIN_BRANCH};
 use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
@@ -191,14 +192,7 @@ impl Graph {
             Ok(indexes) => indexes.iter().map(|i| i.name.clone()).collect(),
             Err(_) => Vec::new(),
         };
-        specs
-            .into_iter()
-            .filter(|spec| {
-                spec.column == "id" || ty.field(&spec.column).is_some_and(|f| f.index.is_some())
-            })
-            .map(|spec| spec.name)
-            .filter(|name| existing.contains(name))
-            .collect()
+        crate::schema_change::maintained_indexes(ty, &existing)
     }
 }
 
@@ -501,19 +495,28 @@ impl Ingestor<'_> {
         write: TableWrite<'_>,
         retry_fenced: bool,
     ) -> Result<()> {
+        // A writer opened on a table that took a schema change this process has not
+        // seen yet (its writer was fenced and reopened) takes the rows conformed.
         let on = |writer: Arc<TableWriter>| async move {
             match write {
-                TableWrite::Rows(batch) => writer.put(batch).await,
-                TableWrite::Deletes(keys) => writer.delete(keys).await,
+                TableWrite::Rows(batch)
+                    if writer.schema().fields().len() != batch.num_columns() =>
+                {
+                    self.put_under_newer_schema(type_name, batch).await
+                }
+                TableWrite::Rows(batch) => writer.put(batch).await.map_err(Error::from_memwal),
+                TableWrite::Deletes(keys) => writer.delete(keys).await.map_err(Error::from_memwal),
             }
         };
+        let fenced =
+            |error: &Error| matches!(error, Error::MemWal { source } if source.is_fenced());
         let writer = self.graph.table_writer(type_name, &self.branch).await?;
         match on(writer.clone()).await {
-            Err(error) if error.is_fenced() && !retry_fenced => {
+            Err(error) if fenced(&error) && !retry_fenced => {
                 self.graph.streaming.evict(&writer);
-                Err(Error::from_memwal(error))
+                Err(error)
             }
-            Err(error) if error.is_fenced() => {
+            Err(error) if fenced(&error) => {
                 tracing::info!(%error, "writer fenced; reopening its shards");
                 self.graph.streaming.evict(&writer);
                 // A fence by another process is nearly always a fold or a load bringing
@@ -522,10 +525,34 @@ impl Ingestor<'_> {
                 // in turns and the claim never completes.
                 tokio::time::sleep(CLAIM_GRACE).await;
                 let writer = self.graph.table_writer(type_name, &self.branch).await?;
-                on(writer).await.map_err(Error::from_memwal)
+                on(writer).await
             }
-            result => result.map_err(Error::from_memwal),
+            result => result,
         }
+    }
+}
+
+impl Ingestor<'_> {
+    /// Put rows decoded under the schema this process held onto a table that took a
+    /// schema change since (another process applied it, and this process's writer
+    /// reopened on the table): with the schema taken afresh, they get the new fields'
+    /// defaults or nulls, as a line that did not name them would.
+    async fn put_under_newer_schema(&self, type_name: &str, batch: &RecordBatch) -> Result<()> {
+        let catalog = self.graph.current_catalog().await?;
+        let ty = catalog.get(type_name).ok_or_else(|| Error::UnknownType {
+            name: type_name.to_owned(),
+        })?;
+        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        if writer.schema().fields().len() != ty.arrow_schema().fields().len() {
+            // The table changed and its schema is not published yet: a change in flight.
+            return Err(Error::SchemaChanging {
+                type_name: type_name.to_owned(),
+            });
+        }
+        let rows = tributary_schema::conform(ty, batch).context(crate::error::ArrowSnafu {
+            action: "conform rows to the schema",
+        })?;
+        writer.put(&rows).await.map_err(Error::from_memwal)
     }
 }
 

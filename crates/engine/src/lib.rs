@@ -51,6 +51,7 @@ mod producers;
 mod read;
 mod recovery;
 mod removals;
+mod schema_change;
 mod status;
 mod streaming;
 pub mod wire;
@@ -64,6 +65,7 @@ pub use load::{LoadMode, LoadOptions, LoadOutcome};
 pub use ops::GraphOps;
 pub use producers::{Producer, ProducerStatus};
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};
+pub use schema_change::SchemaOutcome;
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 pub use tributary_storage::ErrorKind;
@@ -73,7 +75,7 @@ pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{
     BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, MAIN_BRANCH,
 };
-pub use tributary_schema::{Catalog, LineError, TablePath};
+pub use tributary_schema::{BreakingChange, Catalog, LineError, SchemaChange, TablePath};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
     FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered, RejectKind,

@@ -9,7 +9,7 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, FoldOutcome, Graph, IngestStatus, LoadOptions,
-    LoadOutcome, ReadOptions, RejectPolicy, Result, SearchQuery, View,
+    LoadOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
 };
 
 #[async_trait::async_trait]
@@ -46,8 +46,12 @@ pub trait GraphOps: Send + Sync {
     /// Commits of `branch`, newest first.
     async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>>;
 
-    /// The schema source the graph was created with.
+    /// The graph's schema source.
     async fn schema(&self) -> Result<String>;
+
+    /// Apply a new schema: additive changes are published as one `schema` commit; a
+    /// change the stored tables cannot take is refused with every difference named.
+    async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome>;
 
     /// What streaming ingest holds that no fold has published yet.
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus>;
@@ -104,7 +108,11 @@ impl GraphOps for Graph {
     }
 
     async fn schema(&self) -> Result<String> {
-        Ok(self.schema_source().to_owned())
+        Ok(self.schema_source())
+    }
+
+    async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {
+        Graph::apply_schema(self, source).await
     }
 
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {

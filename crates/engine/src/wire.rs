@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     At, CleanupReport, CommitRecord, Direction, Error, ErrorKind, FoldOutcome, GraphOps,
     IngestStatus, LoadMode, LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, Result,
-    SearchQuery, View,
+    SchemaOutcome, SearchQuery, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -221,6 +221,12 @@ impl<T: Transport> GraphOps for T {
     async fn schema(&self) -> Result<String> {
         let body = self.send(WireRequest::get("/schema")).await?;
         String::from_utf8(body).map_err(|e| unreadable("schema", e))
+    }
+
+    async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {
+        let mut request = WireRequest::post("/schema");
+        request.body = Some(source.to_owned());
+        json(self.send(request).await?)
     }
 
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {

@@ -1,6 +1,8 @@
 //! Flushed generations, read back for the fold.
 
-use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -62,21 +64,32 @@ pub async fn generation_tombstones(
         .collect())
 }
 
+/// The values of columns a generation lacks (it was written under an older schema), for
+/// `rows` rows: the caller knows the fields' defaults.
+pub type FillColumns =
+    Arc<dyn Fn(&[&str], usize) -> std::result::Result<Vec<ArrayRef>, String> + Send + Sync>;
+
 /// One flushed generation as a stream of its rows, in the table's schema (`target`), and
-/// its tombstones.
+/// its tombstones. Columns of `target` the generation lacks come from `fill`.
 pub async fn generation_rows(
     store: &GraphStore,
     table: &str,
     shard: Uuid,
     generation: &PendingGeneration,
     target: SchemaRef,
+    fill: FillColumns,
 ) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
     let (dataset, path) = open_generation(store, table, shard, generation).await?;
     let lance = |action: &'static str| LanceSnafu {
         action,
         table: path.clone(),
     };
-    let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
+    let mut columns: Vec<&str> = target
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|name| dataset.schema().field(name).is_some())
+        .collect();
     columns.push(TOMBSTONE);
     let mut scan = dataset.scan();
     scan.project(&columns).context(lance("scan generation"))?;
@@ -93,7 +106,7 @@ pub async fn generation_rows(
             source,
         })
         .and_then(move |batch| {
-            futures::future::ready(split_tombstones(&batch, &target, &table, &path))
+            futures::future::ready(split_tombstones(&batch, &target, &fill, &table, &path))
         })
         .boxed())
 }
@@ -102,6 +115,7 @@ pub async fn generation_rows(
 fn split_tombstones(
     batch: &RecordBatch,
     target: &SchemaRef,
+    fill: &FillColumns,
     table: &str,
     path: &str,
 ) -> Result<GenerationBatch> {
@@ -128,7 +142,30 @@ fn split_tombstones(
             .map_err(|e| invalid(format!("filter tombstones: {e}")))?
     };
     // Generations relax non-key columns to nullable; the table's schema is stricter.
-    let columns = live.columns()[..target.fields().len()].to_vec();
+    let missing: Vec<&str> = target
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .filter(|name| live.column_by_name(name).is_none())
+        .collect();
+    let mut filled = if missing.is_empty() {
+        Vec::new()
+    } else {
+        fill(&missing, live.num_rows())
+            .map_err(|e| invalid(format!("fill columns of an older schema: {e}")))?
+    }
+    .into_iter();
+    let mut columns = Vec::with_capacity(target.fields().len());
+    for field in target.fields() {
+        match live.column_by_name(field.name()) {
+            Some(column) => columns.push(column.clone()),
+            None => columns.push(
+                filled
+                    .next()
+                    .ok_or_else(|| invalid(format!("no values for the column {}", field.name())))?,
+            ),
+        }
+    }
     let rows = RecordBatch::try_new(target.clone(), columns)
         .map_err(|e| invalid(format!("a generation does not match the table schema: {e}")))?;
     Ok(GenerationBatch { rows, deleted })

@@ -121,6 +121,37 @@ pub async fn enroll(
         })
 }
 
+/// Make `maintained` the base-table indexes the MemWAL of the enrolled table `dataset`
+/// keeps on memtables and generations (a schema change adds some). Commits a table version
+/// only when the set changes; writers open after it carry the new set.
+pub async fn set_maintained_indexes(
+    dataset: &mut Dataset,
+    table: &str,
+    maintained: &[String],
+) -> Result<()> {
+    let details = dataset.mem_wal_index_details().await.context(LanceSnafu {
+        action: "read the MemWAL index",
+        table,
+    })?;
+    let Some(details) = details else {
+        return Ok(());
+    };
+    let mut current = details.maintained_indexes.clone();
+    let mut wanted = maintained.to_vec();
+    current.sort();
+    wanted.sort();
+    if current == wanted {
+        return Ok(());
+    }
+    dataset
+        .update_mem_wal_maintained_indexes(Some(wanted))
+        .await
+        .context(LanceSnafu {
+            action: "update the indexes the MemWAL maintains",
+            table,
+        })
+}
+
 /// What `dataset`'s MemWAL index records: the settings every process uses, and the shards.
 async fn enrollment_of(
     dataset: &Dataset,
@@ -229,6 +260,11 @@ impl TableWriter {
 
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// The table's schema as this writer opened it.
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
     }
 
     /// Write `batch` and return once every row is durable in the WAL.

@@ -56,6 +56,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/graphs/{id}/search/{type}"),
     ("GET", "/graphs/{id}/commits"),
     ("GET", "/graphs/{id}/schema"),
+    ("POST", "/graphs/{id}/schema"),
     ("POST", "/graphs/{id}/cleanup"),
 ];
 
@@ -313,7 +314,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route("/graphs/{id}/search/{type}", get(routes::search))
         .route("/graphs/{id}/commits", get(routes::commits))
-        .route("/graphs/{id}/schema", get(routes::schema))
+        .route(
+            "/graphs/{id}/schema",
+            get(routes::schema).post(routes::apply_schema),
+        )
         .route("/graphs/{id}/cleanup", post(routes::cleanup))
         .fallback(not_found)
         // The load body bound is enforced (with a 413 naming it) by the load handler.

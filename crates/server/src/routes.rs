@@ -284,12 +284,29 @@ pub async fn commits(
 }
 
 pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
-    let source = graph.schema_source().to_owned();
+    let source = graph.schema_source();
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         source,
     )
         .into_response())
+}
+
+/// `POST /graphs/{id}/schema` with the new schema as the body.
+pub async fn apply_schema(
+    State(state): State<Arc<AppState>>,
+    Writing { id, graph, .. }: Writing,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let admitted = state.admission.admit(&id, Work::Load)?;
+    let body = read_body(body, MAX_SCHEMA_BYTES, state.config.limits.body_timeout).await?;
+    let source = text_body(&body)?.to_owned();
+    let outcome = to_the_end(async move {
+        let _admitted = admitted;
+        graph.apply_schema(&source).await
+    })
+    .await?;
+    Ok(Json(outcome).into_response())
 }
 
 pub async fn status(

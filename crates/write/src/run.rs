@@ -496,6 +496,17 @@ fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
     })
 }
 
+/// Values for the columns of a generation written under an older schema: each added
+/// field's default, or null, as a line that did not name it gets.
+fn fill_from(ty: &TypeDef) -> tributary_memwal_adapter::FillColumns {
+    let ty = ty.clone();
+    Arc::new(move |names: &[&str], rows: usize| {
+        tributary_schema::fill_columns(&ty, names, rows)
+            .map(|batch| batch.columns().to_vec())
+            .map_err(|e| e.to_string())
+    })
+}
+
 fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
     arrow_select::concat::concat_batches(schema, batches).context(ArrowSnafu {
         action: "gather fold rows",
@@ -589,6 +600,7 @@ impl TablePass<'_, '_> {
                     *shard,
                     generation,
                     self.schema.clone(),
+                    fill_from(ty),
                 )
                 .await
                 .context(MemWalSnafu)?;

@@ -8,6 +8,48 @@ use super::columns::Column;
 use super::convert::{convert_field, default_as_json};
 use crate::schema::TypeDef;
 
+/// `rows` values of each of `def`'s fields named in `fields`, as the new columns of stored
+/// rows: the field's default, or null.
+pub fn fill_columns(
+    def: &TypeDef,
+    fields: &[&str],
+    rows: usize,
+) -> Result<RecordBatch, ArrowError> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
+    let mut schema_fields = Vec::with_capacity(fields.len());
+    let table = def.arrow_schema();
+    for name in fields {
+        let (Some(declared), Ok(field)) = (def.field(name), table.field_with_name(name)) else {
+            return Err(ArrowError::SchemaError(format!(
+                "{} has no field `{name}`",
+                def.name
+            )));
+        };
+        columns.push(filled(declared, rows));
+        schema_fields.push(field.clone());
+    }
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow_schema::Schema::new(schema_fields)),
+        columns,
+    )
+}
+
+/// `rows` copies of `field`'s default, or nulls.
+fn filled(declared: &crate::schema::FieldDef, rows: usize) -> ArrayRef {
+    let default = declared
+        .default
+        .as_ref()
+        .and_then(|value| convert_field(declared, default_as_json(value)).ok());
+    let mut column = Column::new(&declared.ty);
+    for _ in 0..rows {
+        match &default {
+            Some(cell) => column.append(cell),
+            None => column.append_null(),
+        }
+    }
+    column.finish()
+}
+
 /// `batch` (rows of `def` under an older schema, or the current one) with every column of
 /// `def`'s current table schema, in its order: a column the batch lacks is the field's
 /// default for every row, or null. A batch that has every column comes back as it is.
@@ -37,18 +79,7 @@ pub fn conform(def: &TypeDef, batch: &RecordBatch) -> Result<RecordBatch, ArrowE
                 field.name()
             )));
         };
-        let default = declared
-            .default
-            .as_ref()
-            .and_then(|value| convert_field(declared, default_as_json(value)).ok());
-        let mut column = Column::new(&declared.ty);
-        for _ in 0..rows {
-            match &default {
-                Some(cell) => column.append(cell),
-                None => column.append_null(),
-            }
-        }
-        columns.push(column.finish());
+        columns.push(filled(declared, rows));
     }
     RecordBatch::try_new(schema, columns)
 }

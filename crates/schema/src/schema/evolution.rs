@@ -10,12 +10,12 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::catalog::{Catalog, FieldDef, TypeDef};
 
 /// What applying a new schema changes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaChange {
     /// Types the new schema adds.
     pub new_types: Vec<String>,
@@ -50,7 +50,7 @@ impl SchemaChange {
 }
 
 /// One difference the stored tables cannot take in place.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakingChange {
     pub type_name: String,
     pub field: Option<String>,

@@ -1,0 +1,363 @@
+//! `schema apply`: a new schema published as one `schema` commit, for changes the stored
+//! tables take in place (see [`tributary_schema::plan_change`]).
+//!
+//! In the branch's write turn: everything pending is folded first (claiming every shard,
+//! so no generation or WAL entry of the old schema is left to fold), this process's writers
+//! are closed, then new types get their tables, changed types their columns (nulls, or the
+//! default, for every stored row) and indexes, enrolled tables their maintained index set,
+//! and one publish moves the head and the schema row together. Other processes take the
+//! new schema at their next write turn (their background folder's next fold), closing
+//! their writers; rows they acknowledged under the old one are folded with the new fields'
+//! defaults or nulls.
+//!
+//! Before its first table change it records the schema it is applying
+//! (`__schema/pending.json`); a change stopped before its publish (an error, a crash) is
+//! finished by the next write turn of any process, which applies that schema again (each
+//! step skips what is there) and publishes it. Until then the tables' new versions are
+//! not pinned and nothing reads them, but they are newer than the head, and a write
+//! staged on the head would conflict with them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use lance::dataset::{NewColumnTransform, UpdateBuilder, WriteMode};
+use lance::index::DatasetIndexExt;
+use lance::Dataset;
+use serde::{Deserialize, Serialize};
+use snafu::ResultExt;
+use tributary_memwal_adapter::{enrollment, set_maintained_indexes};
+use tributary_publisher::{
+    BranchName, CommitKind, CommitRecord, PublishPlan, Publisher, SchemaRecord,
+};
+use tributary_schema::{plan_change, Catalog, SchemaChange, TypeDef};
+
+use crate::error::{Error, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu};
+use crate::fold::Claim;
+use crate::graph::{table_schema, Graph, WriteTurn};
+
+/// Who publishes a schema change.
+const SCHEMA_ACTOR: &str = "tributary:schema";
+
+/// The schema a change is applying, from its first table change until its publish.
+const PENDING_SCHEMA: &str = "__schema/pending.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct PendingSchema {
+    version: u32,
+    source: String,
+}
+
+/// What a schema change did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchemaOutcome {
+    /// The schema's version now.
+    pub version: u32,
+    /// What changed; empty when the new schema equals the old.
+    pub change: SchemaChange,
+    /// The `schema` commit; `None` when nothing changed.
+    pub commit: Option<CommitRecord>,
+    /// Rows folded first (what was pending on `@stream` types).
+    pub folded_rows: u64,
+}
+
+impl Graph {
+    /// Apply the schema `source`: additive changes are published as one `schema` commit;
+    /// a change the stored tables cannot take is refused with every difference named, and
+    /// changes nothing.
+    pub async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {
+        let new = Catalog::parse(source).context(SchemaSnafu)?;
+        // Refused before the write turn when it is plain from the schema this process has.
+        plan_change(&self.catalog(), &new)
+            .map_err(|refused| Error::BreakingSchemaChange { refused })?;
+        let branch = BranchName::main();
+        let turn = self.write_turn(&branch).await?;
+        let applied = self.apply_in_turn(&turn, &branch, new).await;
+        turn.end().await;
+        applied
+    }
+
+    async fn apply_in_turn(
+        &self,
+        turn: &WriteTurn,
+        branch: &BranchName,
+        new: Catalog,
+    ) -> Result<SchemaOutcome> {
+        self.recover_intents(Some(branch)).await?;
+        let (old, version) = (turn.catalog.clone(), self.catalog_and_version().1);
+        let change =
+            plan_change(&old, &new).map_err(|refused| Error::BreakingSchemaChange { refused })?;
+        if change.is_empty() {
+            return Ok(SchemaOutcome {
+                version,
+                change,
+                commit: None,
+                folded_rows: 0,
+            });
+        }
+        // Quiescent first: nothing of the old schema is left in any WAL or generation.
+        let folded = if old.types.iter().any(|t| t.stream.is_some()) {
+            self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
+                .await?
+        } else {
+            Default::default()
+        };
+        self.close_writers().await?;
+
+        let head = self.publisher.head(branch).await.context(PublishSnafu)?;
+        let next = head.schema_version + 1;
+        let pending = PendingSchema {
+            version: next,
+            source: new.source.clone(),
+        };
+        let bytes = serde_json::to_vec(&pending).unwrap_or_default();
+        self.store
+            .put(PENDING_SCHEMA, bytes)
+            .await
+            .context(StorageSnafu)?;
+        let mut tables = BTreeMap::new();
+        for name in &change.new_types {
+            let ty = type_of(&new, name)?;
+            tables.insert(ty.table_path(), self.create_table(ty).await?);
+        }
+        for name in change.changed_types() {
+            let ty = type_of(&new, name)?;
+            let fields: Vec<&str> = change
+                .new_fields
+                .iter()
+                .filter(|(t, _)| t == name)
+                .map(|(_, f)| f.as_str())
+                .collect();
+            tables.insert(ty.table_path(), self.evolve_table(ty, &fields).await?);
+        }
+        // The crash window between the tables' changes and the publish.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("schema::before-publish", |_| {
+            Err(tributary_write::Error::Injected {
+                point: "schema::before-publish".to_owned(),
+            }
+            .into())
+        });
+        let plan = PublishPlan {
+            branch: branch.clone(),
+            expected_head: Some(head.id.clone()),
+            rows_written: BTreeMap::new(),
+            tables,
+            actor: SCHEMA_ACTOR.to_owned(),
+            kind: CommitKind::Schema,
+            intent: None,
+            commit_id: None,
+            folded: Vec::new(),
+            idempotency_key: None,
+            producers: BTreeMap::new(),
+            schema: Some(SchemaRecord {
+                version: next,
+                source: new.source.clone(),
+            }),
+        };
+        let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;
+        self.set_catalog(Arc::new(new), next);
+        self.store
+            .delete(PENDING_SCHEMA)
+            .await
+            .context(StorageSnafu)?;
+        Ok(SchemaOutcome {
+            version: next,
+            change,
+            commit: Some(commit),
+            folded_rows: folded.rows.values().sum(),
+        })
+    }
+
+    /// Finish a schema change that stopped between its first table change and its
+    /// publish. The caller holds the write turn of `main` (`turn`), whose schema becomes
+    /// the finished change's.
+    pub(crate) fn finish_interrupted_schema_change<'a>(
+        &'a self,
+        turn: &'a mut WriteTurn,
+    ) -> futures::future::BoxFuture<'a, Result<()>> {
+        // Boxed: finishing runs a fold, whose recovery may take a write turn.
+        Box::pin(async move {
+            let Some(bytes) = self.store.get(PENDING_SCHEMA).await.context(StorageSnafu)? else {
+                return Ok(());
+            };
+            let branch = BranchName::main();
+            let head = self.publisher.head(&branch).await.context(PublishSnafu)?;
+            match serde_json::from_slice::<PendingSchema>(&bytes) {
+                Ok(pending) if pending.version > head.schema_version => {
+                    tracing::warn!(
+                        version = pending.version,
+                        "finishing a schema change that stopped before its publish"
+                    );
+                    let new = Catalog::parse(&pending.source).context(SchemaSnafu)?;
+                    self.apply_in_turn(turn, &branch, new).await?;
+                    turn.catalog = self.catalog();
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(%error, "unreadable pending schema change; set aside");
+                }
+            }
+            self.store
+                .delete(PENDING_SCHEMA)
+                .await
+                .context(StorageSnafu)
+        })
+    }
+
+    /// The empty table of a new type; one left by a change that stopped before its
+    /// publish (never visible) is replaced.
+    async fn create_table(&self, ty: &TypeDef) -> Result<u64> {
+        let path = ty.table_path();
+        let uri = self.store.uri_of(&path);
+        let reader = arrow_array::RecordBatchIterator::new(Vec::new(), table_schema(ty));
+        let mut dataset = Dataset::write(
+            reader,
+            uri.as_str(),
+            Some(self.store.write_params(WriteMode::Overwrite)),
+        )
+        .await
+        .context(LanceSnafu {
+            action: "create table",
+            table: path.clone(),
+        })?;
+        self.index_table(ty, &mut dataset).await?;
+        Ok(dataset.version().version)
+    }
+
+    /// Add `fields` to `ty`'s table (those it lacks), with every stored row's value the
+    /// field's default or null, then its indexes and maintained index set.
+    async fn evolve_table(&self, ty: &TypeDef, fields: &[&str]) -> Result<u64> {
+        let path = ty.table_path();
+        let mut dataset = self
+            .store
+            .open_dataset(&path, None)
+            .await
+            .context(StorageSnafu)?;
+        let missing: Vec<&str> = fields
+            .iter()
+            .copied()
+            .filter(|name| dataset.schema().field(name).is_none())
+            .collect();
+        if !missing.is_empty() {
+            let columns = tributary_schema::fill_columns(ty, &missing, 0).context(
+                crate::error::ArrowSnafu {
+                    action: "the new columns",
+                },
+            )?;
+            // All nulls first (metadata only: Lance adds no computed column to a table
+            // with a MemWAL, whose unfolded rows would miss it), then the defaults.
+            // (Nullable in the table, then: the schema holds a defaulted field non-null.)
+            let nullable: Vec<arrow_schema::Field> = columns
+                .schema()
+                .fields()
+                .iter()
+                .map(|f| f.as_ref().clone().with_nullable(true))
+                .collect();
+            let nulls = Arc::new(arrow_schema::Schema::new(nullable));
+            dataset
+                .add_columns(NewColumnTransform::AllNulls(nulls), None, None)
+                .await
+                .context(LanceSnafu {
+                    action: "add columns",
+                    table: path.clone(),
+                })?;
+            let mut update = UpdateBuilder::new(Arc::new(dataset.clone()));
+            let mut defaulted = false;
+            for name in &missing {
+                let Some(default) = ty.field(name).and_then(|f| f.default.as_ref()) else {
+                    continue;
+                };
+                let literal = sql_literal(default).ok_or_else(|| Error::BreakingSchemaChange {
+                    refused: vec![tributary_schema::BreakingChange {
+                        type_name: ty.name.clone(),
+                        field: Some((*name).to_owned()),
+                        reason: "a new list field cannot have a default yet".to_owned(),
+                    }],
+                })?;
+                update = update.set(name, &literal).context(LanceSnafu {
+                    action: "fill a new column",
+                    table: path.clone(),
+                })?;
+                defaulted = true;
+            }
+            if defaulted {
+                let updated = update
+                    .build()
+                    .context(LanceSnafu {
+                        action: "fill new columns",
+                        table: path.clone(),
+                    })?
+                    .execute()
+                    .await
+                    .context(LanceSnafu {
+                        action: "fill new columns",
+                        table: path.clone(),
+                    })?;
+                dataset = updated.new_dataset.as_ref().clone();
+            }
+        }
+        self.index_table(ty, &mut dataset).await?;
+        Ok(dataset.version().version)
+    }
+
+    /// Give `ty`'s table the indexes its schema derives, and, when it is enrolled, make
+    /// them the set its MemWAL maintains.
+    async fn index_table(&self, ty: &TypeDef, dataset: &mut Dataset) -> Result<()> {
+        let specs = tributary_write::index_specs(ty);
+        tributary_write::maintain_indexes(dataset, &specs, self.settings.indexes, true).await?;
+        let path = ty.table_path();
+        if enrollment(&self.store, &path, &self.settings.writer)
+            .await
+            .map_err(Error::from_memwal)?
+            .is_none()
+        {
+            return Ok(());
+        }
+        let existing: Vec<String> = dataset
+            .load_indices()
+            .await
+            .context(LanceSnafu {
+                action: "list indexes",
+                table: path.clone(),
+            })?
+            .iter()
+            .map(|index| index.name.clone())
+            .collect();
+        let maintained = maintained_indexes(ty, &existing);
+        set_maintained_indexes(dataset, &path, &maintained)
+            .await
+            .map_err(Error::from_memwal)
+    }
+}
+
+/// The indexes a `@stream` table's MemWAL keeps: the key's and the `@index` fields' that
+/// exist (`src`/`dst` serve snapshot joins only).
+pub(crate) fn maintained_indexes(ty: &TypeDef, existing: &[String]) -> Vec<String> {
+    tributary_write::index_specs(ty)
+        .into_iter()
+        .filter(|spec| {
+            spec.column == "id" || ty.field(&spec.column).is_some_and(|f| f.index.is_some())
+        })
+        .map(|spec| spec.name)
+        .filter(|name| existing.contains(name))
+        .collect()
+}
+
+/// `default` as a SQL literal (the update casts it to the column's type); `None` for a
+/// list.
+fn sql_literal(default: &tributary_schema::DefaultValue) -> Option<String> {
+    use tributary_schema::DefaultValue;
+    Some(match default {
+        DefaultValue::Bool(value) => value.to_string(),
+        DefaultValue::Int(value) => value.to_string(),
+        DefaultValue::Float(value) => format!("{value:?}"),
+        DefaultValue::String(value) => format!("'{}'", value.replace('\'', "''")),
+        DefaultValue::List(_) => return None,
+    })
+}
+
+fn type_of<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c TypeDef> {
+    catalog.get(name).ok_or_else(|| Error::UnknownType {
+        name: name.to_owned(),
+    })
+}

@@ -1,5 +1,5 @@
 //! Model test: random sequences of ingest and load (rows, patches, deletes), a producer's
-//! sends (new, retried, out of order, and stopped before their mark), fold,
+//! sends (new, retried, out of order, and stopped before their mark), a schema change, fold,
 //! crash-and-reopen and crashes inside a fold; after a final fold the graph equals a model
 //! that keeps the last acknowledged write per key (a patch laid over the row it saw, a
 //! deleted node's edges gone, a producer's retries written once), every rejected edge is a
@@ -38,6 +38,8 @@ enum Op {
     /// The producer's next send stops after its row is durable and before its mark is
     /// raised; the producer, unacknowledged, sends it again.
     ProduceUnacknowledged(usize, i32),
+    /// A schema change adding fields to `Person` (the first time; again, nothing).
+    AddFields,
     Fold,
     CrashAndReopen,
     CrashInFold(usize),
@@ -55,6 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..KEYS, 0..150i32, 0..3u64).prop_map(|(k, a, s)| Op::Produce(k, a, s)),
         1 => (0..KEYS, 0..150i32, 0..4u64).prop_map(|(k, a, b)| Op::ProduceAgain(k, a, b)),
         1 => (0..KEYS, 0..150i32).prop_map(|(k, a)| Op::ProduceUnacknowledged(k, a)),
+        1 => Just(Op::AddFields),
         2 => Just(Op::Fold),
         1 => Just(Op::CrashAndReopen),
         1 => (0..FOLD_WINDOWS.len()).prop_map(Op::CrashInFold),
@@ -123,6 +126,13 @@ fn patch(k: usize, age: i32) -> String {
     format!(
         r#"{{"type":"Person","patch":{{"name":"{}","age":{age}}}}}"#,
         key(k)
+    )
+}
+
+fn evolved_schema() -> String {
+    SCHEMA.replace(
+        "  embedding: Vector(8)? @embed(bio)\n}",
+        "  embedding: Vector(8)? @embed(bio)\n  nickname: String?\n  level: I32 = 3\n}",
     )
 }
 
@@ -261,6 +271,14 @@ async fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 prop_assert_eq!((ack.durable_rows, ack.duplicates), (1, 0));
                 model.pending_people.push((key(k), Some(age)));
                 model.producer_mark = Some(sequence);
+            }
+            Op::AddFields => {
+                // Folds what is pending first; rows keep their values, the new fields
+                // are null or their default.
+                let outcome = graph.apply_schema(&evolved_schema()).await.unwrap();
+                if outcome.commit.is_some() {
+                    model.fold();
+                }
             }
             Op::Fold => {
                 graph.fold("main").await.unwrap();

@@ -190,6 +190,49 @@ fn remote_commands_print_what_embedded_ones_print() {
     // Fold what the server's background folder has not yet (its memtables flush too).
     remote(&["ingest", "fold", "g"]);
 
+    // A schema change, here and through the server: the same outcome; a breaking one is
+    // refused alike (exit 65), every difference named.
+    let source = std::fs::read_to_string(&schema).unwrap();
+    let evolved = dir.path().join("evolved.tg");
+    std::fs::write(
+        &evolved,
+        source.replace(
+            "  embedding: Vector(8)? @embed(bio)\n}",
+            "  embedding: Vector(8)? @embed(bio)\n  nickname: String?\n}\nnode City { name: String @key }",
+        ),
+    )
+    .unwrap();
+    let evolved = evolved.to_string_lossy().into_owned();
+    let applied = remote(&["schema", "apply", "g", &evolved, "--format", "table"]);
+    assert!(
+        applied.starts_with("schema version 2: new types City; new fields Person.nickname"),
+        "{applied}"
+    );
+    assert_eq!(
+        mask_ids(&applied),
+        mask_ids(&ok(&[
+            "schema", "apply", &embedded, &evolved, "--format", "table"
+        ]))
+    );
+    assert_eq!(remote(&["schema", "g"]), ok(&["schema", &embedded]));
+    let breaking = dir.path().join("breaking.tg");
+    std::fs::write(
+        &breaking,
+        source.replace("age: I32? @range(0..150)", "age: String?"),
+    )
+    .unwrap();
+    let breaking = breaking.to_string_lossy().into_owned();
+    let here = run(&["schema", "apply", &embedded, &breaking]);
+    let there = run(&["schema", "apply", "g", &breaking, "--server", &served.url]);
+    assert_eq!(here.status.code(), Some(65));
+    assert_eq!(there.status.code(), Some(65));
+    let said = String::from_utf8_lossy(&there.stderr);
+    assert!(
+        said.contains("Person.age: the type changed from I32 to String"),
+        "{said}"
+    );
+    assert_eq!(String::from_utf8_lossy(&here.stderr), said);
+
     // Reads of the same graph, here and through the server.
     let path = root.join("g").to_string_lossy().into_owned();
     let reads: Vec<Vec<&str>> = vec![

@@ -17,6 +17,8 @@ mod fold;
 mod http;
 #[path = "scenarios/reads.rs"]
 mod reads;
+#[path = "scenarios/write_api.rs"]
+mod write_api;
 
 use lance::dataset::mem_wal::DatasetMemWalExt;
 use serde_json::json;
@@ -43,6 +45,10 @@ struct Settings {
     fold_mix: &'static [(usize, usize)],
     /// Rows per fold, and the backlogs folded with it, of the fold-memory scenario.
     fold_memory: (u64, [usize; 2]),
+    /// (base rows, pending rows) of the schema change scenario.
+    schema_apply: (usize, usize),
+    /// 1-row sends, plain and as a producer.
+    producer_sends: usize,
     /// Commit depths of the commit-point scenario, and the rounds timed at each.
     commit_depths: &'static [usize],
     commit_rounds: usize,
@@ -294,7 +300,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 8] = [
+const GROUPS: [&str; 9] = [
     "load",
     "ingest",
     "fold",
@@ -303,6 +309,7 @@ const GROUPS: [&str; 8] = [
     "http",
     "reads",
     "commit_point",
+    "write_api",
 ];
 
 fn main() {
@@ -333,6 +340,8 @@ fn main() {
             read_lookups: 20,
             fold_merge: &[(10_000, 10_000)],
             fold_mix: &[(10_000, 10_000)],
+            schema_apply: (10_000, 10_000),
+            producer_sends: 100,
             fold_memory: (5_000, [5_000, 20_000]),
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
@@ -351,6 +360,8 @@ fn main() {
             read_lookups: 200,
             fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
             fold_mix: &[(1_000_000, 100_000)],
+            schema_apply: (1_000_000, 100_000),
+            producer_sends: 2_000,
             fold_memory: (250_000, [250_000, 1_000_000]),
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
@@ -405,6 +416,11 @@ fn main() {
             for &(base, pending) in settings.fold_mix {
                 fold::fold_mix(base, pending).await;
             }
+        }
+        if runs("write_api") {
+            let (base, pending) = settings.schema_apply;
+            write_api::schema_apply(base, pending).await;
+            write_api::producer_sends(settings.producer_sends).await;
         }
         if runs("http") {
             for producers in [16, 64] {

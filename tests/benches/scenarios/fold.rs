@@ -13,7 +13,7 @@ use crate::report;
 
 const SEND_ROWS: usize = 10_000;
 
-async fn ingest_rows(graph: &Graph, prefix: &str, rows: usize) {
+pub(crate) async fn ingest_rows(graph: &Graph, prefix: &str, rows: usize) {
     let ingest = graph.ingest("main").expect("ingest");
     let mut sent = 0;
     while sent < rows {

@@ -207,7 +207,13 @@ async fn another_process_takes_the_new_schema_at_its_next_write() {
 }
 
 #[tokio::test]
-async fn a_change_stopped_before_its_publish_completes_when_applied_again() {
+async fn a_change_stopped_before_its_publish_is_finished_by_the_next_write() {
+    for point in ["schema::before-fill", "schema::before-publish"] {
+        change_stopped_at(point).await;
+    }
+}
+
+async fn change_stopped_at(point: &str) {
     let (_dir, _uri, graph) = temp_graph().await;
     graph
         .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
@@ -216,12 +222,13 @@ async fn a_change_stopped_before_its_publish_completes_when_applied_again() {
     {
         let _lock = FAILPOINTS.lock().await;
         let scenario = fail::FailScenario::setup();
-        fail::cfg("schema::before-publish", "return").unwrap();
+        fail::cfg(point, "return").unwrap();
         let error = graph.apply_schema(&evolved()).await.unwrap_err();
-        assert!(error.to_string().contains("before-publish"), "{error}");
+        assert!(error.to_string().contains(point), "{error}");
         scenario.teardown();
     }
-    // Nothing visible changed: the old schema, and writes under it, go on.
+    // Nothing visible changed until the next write, which finishes the change first (every
+    // stored row filled, even when the stop came between a column and its defaults).
     assert_eq!(graph.schema_source(), SCHEMA);
     assert_eq!(graph.log("main", 1).await.unwrap()[0].schema_version, 1);
     graph
@@ -229,29 +236,66 @@ async fn a_change_stopped_before_its_publish_completes_when_applied_again() {
         .await
         .unwrap();
     assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
-    // Applied again, it completes.
-    let outcome = graph.apply_schema(&evolved()).await.unwrap();
-    assert_eq!(outcome.version, 2);
+    assert_eq!(graph.schema_source(), evolved(), "{point}");
+    assert_eq!(graph.log("main", 5).await.unwrap()[1].schema_version, 2);
     assert_eq!(field_of(&graph, "bob", "level").await, (None, Some(3)));
-    assert_eq!(field_of(&graph, "ada", "level").await, (None, Some(3)));
+    assert_eq!(
+        field_of(&graph, "ada", "level").await,
+        (None, Some(3)),
+        "{point}"
+    );
+    let again = graph.apply_schema(&evolved()).await.unwrap();
+    assert!(again.commit.is_none());
 }
 
 #[tokio::test]
-async fn a_generation_flushed_under_the_old_schema_folds_with_the_new_fields_filled() {
+async fn a_writer_idle_across_the_change_writes_the_new_fields_filled() {
     let (_dir, uri, graph) = temp_graph().await;
     let other = Graph::open(&uri).await.unwrap();
-    // The other process holds a warm writer with nothing unflushed: the change's fold has
-    // nothing of it to claim, so the writer keeps the old schema.
+    // The other process holds a warm writer with nothing unflushed: the change claims its
+    // shard anyway, so its next send reopens on the changed table.
     let stale = other.ingest("main").unwrap();
     stale.warm("Person").await.unwrap();
     graph.apply_schema(&evolved()).await.unwrap();
     let ack = stale.send(1, &person("bob", 2)).await.unwrap();
     assert_eq!(ack.durable_rows, 1);
+    // The process stops without flushing (its acknowledged row is only in its WAL).
     drop(stale);
-    other.close_writers().await.unwrap();
-    // Folded by the process with the new schema: the generation lacks the new columns.
+    drop(other);
     let folded = graph.fold("main").await.unwrap();
     assert_eq!(folded.rows.get("Person"), Some(&1));
     assert_eq!(field_of(&graph, "bob", "level").await, (None, Some(3)));
     assert_eq!(field_of(&graph, "bob", "nickname").await, (None, None));
+}
+
+#[tokio::test]
+async fn a_process_behind_the_change_reads_new_lines_and_refuses_stale_patches() {
+    let (_dir, uri, graph) = temp_graph().await;
+    graph
+        .load(&ndjson(&[person("ada", 1)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    let behind = Graph::open(&uri).await.unwrap();
+    graph.apply_schema(&evolved()).await.unwrap();
+    // A line naming a new field: read again under the new schema, not refused.
+    let line = r#"{"type":"Person","data":{"name":"cy","nickname":"c"}}"#;
+    behind.load(line, &LoadOptions::default()).await.unwrap();
+    assert_eq!(
+        field_of(&graph, "cy", "nickname").await.0.as_deref(),
+        Some("c")
+    );
+    // A patch decoded under the old schema meets the new one in its write turn: refused
+    // (nothing written), and taken when sent again.
+    let stale = Graph::open(&uri).await.unwrap();
+    let patch = r#"{"type":"Person","patch":{"name":"ada","age":5}}"#;
+    let third = Graph::open(&uri).await.unwrap();
+    let newer = evolved().replace("  level: I32 = 3\n", "  level: I32 = 3\n  rank: I64?\n");
+    third.apply_schema(&newer).await.unwrap();
+    let error = stale
+        .load(patch, &LoadOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Unavailable, "{error}");
+    stale.load(patch, &LoadOptions::default()).await.unwrap();
+    assert_eq!(crate::columns::age_of(&graph, "ada").await, Some(5));
 }

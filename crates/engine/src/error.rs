@@ -169,7 +169,7 @@ pub enum Error {
     ))]
     SequenceOverflow,
 
-    #[snafu(display("{type_name}'s table is taking a schema change; send again in a moment"))]
+    #[snafu(display("the schema of {type_name} is changing (or changed while this request was read); nothing was written: send it again"))]
     SchemaChanging { type_name: String },
 
     #[snafu(display("{}", describe_refusals(refused)))]

@@ -272,6 +272,13 @@ impl Graph {
         Ok(turn)
     }
 
+    /// The manifest's schema, when it is newer than this process's (which it replaces).
+    pub(crate) async fn newer_catalog(&self) -> Result<Option<Arc<Catalog>>> {
+        let before = self.catalog_and_version().1;
+        let catalog = self.current_catalog().await?;
+        Ok((self.catalog_and_version().1 != before).then_some(catalog))
+    }
+
     /// The schema as the manifest holds it now: a write turn writes with it. A newer one
     /// than this process held (another process applied a change) replaces it, and this
     /// process's warm writers, opened on the tables' older schema, are closed (what they
@@ -304,6 +311,12 @@ pub(crate) struct WriteTurn {
 }
 
 impl WriteTurn {
+    /// Whether this process still holds the branch's lease (a holder stalled past the
+    /// grace may have been taken over).
+    pub(crate) async fn confirm(&self) -> Result<bool> {
+        Ok(self.lease.confirm().await?)
+    }
+
     /// Hand the branch on: the lease first, then this process's queue.
     pub(crate) async fn end(self) {
         self.lease.release().await;

@@ -265,6 +265,10 @@ impl Ingestor<'_> {
     async fn send_new_lines(&self, first_line: u64, lines: &[StreamLine<'_>]) -> Result<IngestAck> {
         let (text, unreadable) = join_lines(first_line, lines);
         let (mut accepted, mut rejected, _) = self.decode(first_line, &text);
+        // A line may name what another process's schema change added.
+        if !rejected.is_empty() && self.graph.newer_catalog().await?.is_some() {
+            (accepted, rejected, _) = self.decode(first_line, &text);
+        }
         let last_line = (first_line + lines.len() as u64).saturating_sub(1);
         rejected.extend(unreadable);
         rejected.sort_by_key(|e| e.line);

@@ -75,7 +75,13 @@ impl Graph {
     /// Validate and load NDJSON `text` as one graph commit. Nothing is written unless
     /// every line is valid.
     pub async fn load(&self, text: &str, options: &LoadOptions) -> Result<LoadOutcome> {
-        let decoded = tributary_schema::decode_str(&self.catalog(), text);
+        let mut decoded = tributary_schema::decode_str(&self.catalog(), text);
+        if !decoded.rejects.is_empty() {
+            // A line may name what another process's schema change added.
+            if let Some(newer) = self.newer_catalog().await? {
+                decoded = tributary_schema::decode_str(&newer, text);
+            }
+        }
         if !decoded.rejects.is_empty() {
             return InvalidDataSnafu {
                 errors: decoded.rejects,

@@ -45,6 +45,13 @@ where
         let Some(ty) = catalog.get(&patches.rows.type_name) else {
             continue;
         };
+        // Decoded under a schema older than the one the write runs with: resent, the
+        // lines are read under the new one.
+        if patches.rows.batch.num_columns() != tributary_schema::patch_schema(ty).fields().len() {
+            return Err(crate::error::Error::SchemaChanging {
+                type_name: ty.name.clone(),
+            });
+        }
         let position = batches.iter().position(|b| b.type_name == ty.name);
         let request_rows: HashMap<&str, usize> = position
             .map(|at| {

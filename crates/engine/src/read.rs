@@ -276,7 +276,8 @@ impl Graph {
             .rows_where_in("id", keys, Some(&columns))
             .await
             .map_err(Error::from_read)?;
-        RecordBatch::try_new(schema, rows.columns().to_vec()).map_err(|source| Error::Arrow {
+        // Rows stored or replayed before a field was added get its default.
+        tributary_schema::conform(ty, &rows).map_err(|source| Error::Arrow {
             action: "read rows by key",
             source,
         })

@@ -94,7 +94,24 @@ impl Graph {
                 folded_rows: 0,
             });
         }
-        // Quiescent first: nothing of the old schema is left in any WAL or generation.
+        // Every default must be writable before anything changes.
+        for (type_name, field) in &change.new_fields {
+            let ty = type_of(&new, type_name)?;
+            if let Some(default) = ty.field(field).and_then(|f| f.default.as_ref()) {
+                if sql_literal(default).is_none() {
+                    return Err(Error::BreakingSchemaChange {
+                        refused: vec![tributary_schema::BreakingChange {
+                            type_name: type_name.clone(),
+                            field: Some(field.clone()),
+                            reason: "a new field's default must be a number, a string, a date or a boolean (a list or an infinite number cannot fill stored rows)".to_owned(),
+                        }],
+                    });
+                }
+            }
+        }
+        // Quiescent first: what is pending is folded under the old schema, and every
+        // shard of a changed table is claimed (fencing writers of other processes, which
+        // reopen on the changed table and fill the new fields of what they send).
         let folded = if old.types.iter().any(|t| t.stream.is_some()) {
             self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?
@@ -102,6 +119,16 @@ impl Graph {
             Default::default()
         };
         self.close_writers().await?;
+        for name in change.changed_types() {
+            self.claim_every_shard(type_of(&old, name)?).await?;
+        }
+        if !turn.confirm().await? {
+            return Err(Error::Fold {
+                source: tributary_write::Error::LeaseLost {
+                    branch: branch.to_string(),
+                },
+            });
+        }
 
         let head = self.publisher.head(branch).await.context(PublishSnafu)?;
         let next = head.schema_version + 1;
@@ -117,7 +144,13 @@ impl Graph {
         let mut tables = BTreeMap::new();
         for name in &change.new_types {
             let ty = type_of(&new, name)?;
-            tables.insert(ty.table_path(), self.create_table(ty).await?);
+            let path = ty.table_path();
+            // A table the head pins was published already: never replaced.
+            let version = match head.tables.get(&path) {
+                Some(&pinned) => pinned,
+                None => self.create_table(ty).await?,
+            };
+            tables.insert(path, version);
         }
         for name in change.changed_types() {
             let ty = type_of(&new, name)?;
@@ -156,10 +189,12 @@ impl Graph {
         };
         let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;
         self.set_catalog(Arc::new(new), next);
-        self.store
-            .delete(PENDING_SCHEMA)
-            .await
-            .context(StorageSnafu)?;
+        // A writer a send of this process opened during the change has the old schema.
+        self.close_writers().await?;
+        if let Err(error) = self.store.delete(PENDING_SCHEMA).await {
+            // Published: the next write turn finds the marker done and removes it.
+            tracing::warn!(%error, "could not remove the pending schema change marker");
+        }
         Ok(SchemaOutcome {
             version: next,
             change,
@@ -224,6 +259,26 @@ impl Graph {
         Ok(dataset.version().version)
     }
 
+    /// Claim (open and close a writer on) every shard of the enrolled table of `ty`, so
+    /// every writer of another process is fenced before the table changes.
+    async fn claim_every_shard(&self, ty: &TypeDef) -> Result<()> {
+        if ty.stream.is_none() {
+            return Ok(());
+        }
+        let Some(enrolled) = enrollment(&self.store, &ty.table_path(), &self.settings.writer)
+            .await
+            .map_err(Error::from_memwal)?
+        else {
+            return Ok(());
+        };
+        for shard in enrolled.shards.clone() {
+            tributary_memwal_adapter::drain_shard(&enrolled, shard)
+                .await
+                .map_err(Error::from_memwal)?;
+        }
+        Ok(())
+    }
+
     /// Add `fields` to `ty`'s table (those it lacks), with every stored row's value the
     /// field's default or null, then its indexes and maintained index set.
     async fn evolve_table(&self, ty: &TypeDef, fields: &[&str]) -> Result<u64> {
@@ -261,40 +316,38 @@ impl Graph {
                     action: "add columns",
                     table: path.clone(),
                 })?;
-            let mut update = UpdateBuilder::new(Arc::new(dataset.clone()));
-            let mut defaulted = false;
-            for name in &missing {
-                let Some(default) = ty.field(name).and_then(|f| f.default.as_ref()) else {
-                    continue;
-                };
-                let literal = sql_literal(default).ok_or_else(|| Error::BreakingSchemaChange {
-                    refused: vec![tributary_schema::BreakingChange {
-                        type_name: ty.name.clone(),
-                        field: Some((*name).to_owned()),
-                        reason: "a new list field cannot have a default yet".to_owned(),
-                    }],
-                })?;
-                update = update.set(name, &literal).context(LanceSnafu {
+        }
+        // The crash window between a column added and its defaults filled.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("schema::before-fill", |_| {
+            Err(tributary_write::Error::Injected {
+                point: "schema::before-fill".to_owned(),
+            }
+            .into())
+        });
+        // The defaults, into every stored row that has none; again when a change stopped
+        // between adding a column and filling it (nothing else writes the column before
+        // the publish).
+        for name in fields {
+            let Some(default) = ty.field(name).and_then(|f| f.default.as_ref()) else {
+                continue;
+            };
+            let Some(literal) = sql_literal(default) else {
+                continue;
+            };
+            let update = UpdateBuilder::new(Arc::new(dataset.clone()))
+                .update_where(&format!("{name} IS NULL"))
+                .and_then(|update| update.set(name, &literal))
+                .and_then(|update| update.build())
+                .context(LanceSnafu {
                     action: "fill a new column",
                     table: path.clone(),
                 })?;
-                defaulted = true;
-            }
-            if defaulted {
-                let updated = update
-                    .build()
-                    .context(LanceSnafu {
-                        action: "fill new columns",
-                        table: path.clone(),
-                    })?
-                    .execute()
-                    .await
-                    .context(LanceSnafu {
-                        action: "fill new columns",
-                        table: path.clone(),
-                    })?;
-                dataset = updated.new_dataset.as_ref().clone();
-            }
+            let updated = update.execute().await.context(LanceSnafu {
+                action: "fill a new column",
+                table: path.clone(),
+            })?;
+            dataset = updated.new_dataset.as_ref().clone();
         }
         self.index_table(ty, &mut dataset).await?;
         Ok(dataset.version().version)
@@ -304,7 +357,12 @@ impl Graph {
     /// them the set its MemWAL maintains.
     async fn index_table(&self, ty: &TypeDef, dataset: &mut Dataset) -> Result<()> {
         let specs = tributary_write::index_specs(ty);
-        tributary_write::maintain_indexes(dataset, &specs, self.settings.indexes, true).await?;
+        // Indexes are derived state: a failure is logged, never fatal to the change.
+        if let Err(error) =
+            tributary_write::maintain_indexes(dataset, &specs, self.settings.indexes, true).await
+        {
+            tracing::warn!(%error, table = %ty.table_path(), "could not build indexes");
+        }
         let path = ty.table_path();
         if enrollment(&self.store, &path, &self.settings.writer)
             .await
@@ -324,9 +382,10 @@ impl Graph {
             .map(|index| index.name.clone())
             .collect();
         let maintained = maintained_indexes(ty, &existing);
-        set_maintained_indexes(dataset, &path, &maintained)
-            .await
-            .map_err(Error::from_memwal)
+        if let Err(error) = set_maintained_indexes(dataset, &path, &maintained).await {
+            tracing::warn!(%error, table = %path, "could not update the indexes the MemWAL maintains");
+        }
+        Ok(())
     }
 }
 
@@ -350,7 +409,8 @@ fn sql_literal(default: &tributary_schema::DefaultValue) -> Option<String> {
     Some(match default {
         DefaultValue::Bool(value) => value.to_string(),
         DefaultValue::Int(value) => value.to_string(),
-        DefaultValue::Float(value) => format!("{value:?}"),
+        DefaultValue::Float(value) if value.is_finite() => format!("{value:?}"),
+        DefaultValue::Float(_) => return None,
         DefaultValue::String(value) => format!("'{}'", value.replace('\'', "''")),
         DefaultValue::List(_) => return None,
     })

@@ -613,7 +613,13 @@ impl TablePass<'_, '_> {
                     let done = next.is_none();
                     if let Some(part) = next {
                         let deduping = Instant::now();
-                        let batch = checker.unseen_rows(ty, &part.rows, expected as usize)?;
+                        // Rows replayed from a WAL written before a field was added (a
+                        // writer fills them with nulls) take its default.
+                        let rows =
+                            tributary_schema::conform(ty, &part.rows).context(ArrowSnafu {
+                                action: "conform fold rows to the schema",
+                            })?;
+                        let batch = checker.unseen_rows(ty, &rows, expected as usize)?;
                         // A generation holds one entry per key, so its rows and its
                         // tombstones name different keys; an older row of either goes.
                         checker.mark_seen(ty, &part.deleted);

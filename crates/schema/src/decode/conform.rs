@@ -52,11 +52,21 @@ fn filled(declared: &crate::schema::FieldDef, rows: usize) -> ArrayRef {
 
 /// `batch` (rows of `def` under an older schema, or the current one) with every column of
 /// `def`'s current table schema, in its order: a column the batch lacks is the field's
-/// default for every row, or null. A batch that has every column comes back as it is.
+/// default for every row, or null, and a null in a required field with a default (a row
+/// stored, or replayed from a WAL, before the field existed) is the default. A batch that
+/// needs none of that comes back as it is.
 pub fn conform(def: &TypeDef, batch: &RecordBatch) -> Result<RecordBatch, ArrowError> {
     let schema = def.arrow_schema();
     let current = batch.schema();
-    if current.fields().len() == schema.fields().len()
+    let defaulted_nulls = def.fields.iter().any(|field| {
+        !field.nullable
+            && field.default.is_some()
+            && batch
+                .column_by_name(&field.name)
+                .is_some_and(|column| column.null_count() > 0)
+    });
+    if !defaulted_nulls
+        && current.fields().len() == schema.fields().len()
         && current
             .fields()
             .iter()
@@ -69,7 +79,19 @@ pub fn conform(def: &TypeDef, batch: &RecordBatch) -> Result<RecordBatch, ArrowE
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         if let Some(column) = batch.column_by_name(field.name()) {
-            columns.push(column.clone());
+            let declared = def
+                .field(field.name())
+                .filter(|f| !f.nullable && f.default.is_some() && column.null_count() > 0);
+            match declared {
+                Some(declared) => {
+                    let present = arrow_array::BooleanArray::from(
+                        (0..rows).map(|i| column.is_valid(i)).collect::<Vec<_>>(),
+                    );
+                    let defaults = filled(declared, rows);
+                    columns.push(arrow_select::zip::zip(&present, column, &defaults)?);
+                }
+                None => columns.push(column.clone()),
+            }
             continue;
         }
         let Some(declared) = def.field(field.name()) else {
@@ -110,5 +132,34 @@ mod tests {
         assert!(conformed.column_by_name("age").unwrap().is_null(0));
         // A current batch is untouched.
         assert_eq!(conform(&new.types[0], &conformed).unwrap(), conformed);
+    }
+
+    #[test]
+    fn a_null_in_a_required_defaulted_field_takes_the_default() {
+        let def = &Catalog::parse("node P {\n name: String @key\n level: I32 = 3\n}")
+            .unwrap()
+            .types[0];
+        let replayed = RecordBatch::try_new(
+            std::sync::Arc::new(arrow_schema::Schema::new(vec![
+                arrow_schema::Field::new("id", arrow_schema::DataType::Utf8, false),
+                arrow_schema::Field::new("name", arrow_schema::DataType::Utf8, false),
+                arrow_schema::Field::new("level", arrow_schema::DataType::Int32, true),
+            ])),
+            vec![
+                std::sync::Arc::new(StringArray::from(vec!["a", "b"])),
+                std::sync::Arc::new(StringArray::from(vec!["a", "b"])),
+                std::sync::Arc::new(arrow_array::Int32Array::from(vec![None, Some(7)])),
+            ],
+        )
+        .unwrap();
+        let conformed = conform(def, &replayed).unwrap();
+        let level = conformed
+            .column_by_name("level")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::Int32Array>()
+            .unwrap();
+        assert_eq!(level.values().to_vec(), [3, 7]);
+        assert_eq!(level.null_count(), 0);
     }
 }

@@ -729,3 +729,45 @@ async fn one_staged_merge_upserts_and_deletes_by_key() {
     assert_eq!(value_of(&committed, "c").await, ["0"]);
     assert_eq!(value_of(&committed, "d").await, ["1"]);
 }
+
+/// A writer's claim of a sealed shard is refused with a message `lance_text` tells apart
+/// (Lance 14 has no typed accessor for it).
+#[tokio::test]
+async fn a_claim_of_a_sealed_shard_is_refused_and_told_apart() {
+    let (_dir, _uri, graph) = tributary_tests::temp_graph().await;
+    graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &tributary_tests::person("ada", 1))
+        .await
+        .unwrap();
+    graph.close_writers().await.unwrap();
+    let enrolled = tributary_memwal_adapter::enrollment(
+        graph.store(),
+        "nodes/Person.lance",
+        &tributary::WriterSettings::default(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    for shard in enrolled.shards.clone() {
+        tributary_memwal_adapter::seal_shard(&enrolled, shard)
+            .await
+            .unwrap();
+        // Sealing again is a no-op.
+        tributary_memwal_adapter::seal_shard(&enrolled, shard)
+            .await
+            .unwrap();
+    }
+    let shard = enrolled.shards[0];
+    use lance::dataset::mem_wal::DatasetMemWalExt;
+    let refused = enrolled
+        .dataset()
+        .mem_wal_writer(shard, enrolled.settings.writer_config(shard))
+        .await
+        .err()
+        .expect("a sealed shard is not claimed");
+    assert!(lance_text::is_sealed_shard(&refused), "{refused}");
+    let opened = tributary_memwal_adapter::TableWriter::open(&enrolled).await;
+    assert!(opened.err().is_some_and(|e| e.is_sealed()));
+}

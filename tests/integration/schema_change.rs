@@ -299,3 +299,65 @@ async fn a_process_behind_the_change_reads_new_lines_and_refuses_stale_patches()
     stale.load(patch, &LoadOptions::default()).await.unwrap();
     assert_eq!(crate::columns::age_of(&graph, "ada").await, Some(5));
 }
+
+#[tokio::test]
+async fn removing_stream_folds_everything_seals_the_shards_and_refuses_ingest() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let other = Graph::open(&uri).await.unwrap();
+    // Acknowledged in two processes, not folded.
+    let elsewhere = other.ingest("main").unwrap();
+    elsewhere.send(1, &person("ada", 1)).await.unwrap();
+    graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &person("bob", 2))
+        .await
+        .unwrap();
+    let unstreamed = SCHEMA.replace("node Person @stream {", "node Person {");
+    let outcome = graph.apply_schema(&unstreamed).await.unwrap();
+    assert_eq!(outcome.change.unstreamed, ["Person"]);
+    assert_eq!(outcome.folded_rows, 2);
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+
+    // This process refuses the type's lines, naming why.
+    let ack = graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &person("cy", 3))
+        .await
+        .unwrap();
+    assert_eq!(ack.durable_rows, 0);
+    assert!(
+        ack.rejected[0].reason.contains("@stream"),
+        "{:?}",
+        ack.rejected
+    );
+    // The other process's writer was fenced by the seal; reopening is refused, and
+    // nothing it sends is acknowledged.
+    let error = elsewhere.send(2, &person("dee", 4)).await.unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::InvalidInput, "{error}");
+    assert!(
+        error.to_string().contains("no longer declared @stream"),
+        "{error}"
+    );
+    drop(elsewhere);
+    let later = other
+        .ingest("main")
+        .unwrap()
+        .send(1, &person("eve", 5))
+        .await
+        .unwrap();
+    assert_eq!(later.durable_rows, 0, "it took the new schema");
+    graph.fold("main").await.unwrap();
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+    // Loads take the type as before.
+    graph
+        .load(&ndjson(&[person("fay", 6)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob", "fay"]);
+    // Streaming it again is refused: its shards are sealed.
+    let error = graph.apply_schema(SCHEMA).await.unwrap_err();
+    assert!(error.to_string().contains("sealed"), "{error}");
+    assert_eq!(graph.schema_source(), unstreamed);
+}

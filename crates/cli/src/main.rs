@@ -222,11 +222,12 @@ enum SchemaAction {
     /// Change the graph's schema to the one in FILE, as one `schema` commit. Additive
     /// changes only: new types; new fields after a type's existing ones that are nullable
     /// (`T?`) or have a default (stored rows get the default, or null); an `@index` on an
-    /// existing field; `@stream` on a type. Anything else (a type or field dropped or
-    /// renamed, a changed type, key, nullability, default or constraint) is refused with
-    /// every difference listed, and nothing changes (exit 65). What is pending on
-    /// `@stream` types is folded first. Other processes take the new schema at their next
-    /// load or fold.
+    /// existing field; `@stream` on a type, or off it (everything acknowledged is folded,
+    /// its shards are sealed, and ingest of it is refused from then on). Anything else (a
+    /// type or field dropped or renamed, a changed type, key, nullability, default or
+    /// constraint) is refused with every difference listed, and nothing changes (exit
+    /// 65). What is pending on `@stream` types is folded first. Other processes take the
+    /// new schema at their next load or fold.
     Apply {
         graph: String,
         /// The new schema file.

@@ -376,6 +376,12 @@ pub fn schema_outcome(
     if !change.newly_streamed.is_empty() {
         parts.push(format!("@stream on {}", change.newly_streamed.join(", ")));
     }
+    if !change.unstreamed.is_empty() {
+        parts.push(format!(
+            "@stream off {} (folded, shards sealed)",
+            change.unstreamed.join(", ")
+        ));
+    }
     let folded = if outcome.folded_rows > 0 {
         format!(" ({} pending rows folded first)", outcome.folded_rows)
     } else {

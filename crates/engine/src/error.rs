@@ -42,6 +42,9 @@ pub enum Error {
     #[snafu(display("{type_name} is not declared @stream; load it instead of ingesting it"))]
     NotStreamed { type_name: String },
 
+    #[snafu(display("{type_name} is no longer declared @stream (a schema change removed it and sealed its shards; what was acknowledged is folded); nothing was written: load its rows instead"))]
+    NoLongerStreamed { type_name: String },
+
     #[snafu(display("{type_name} has no column `{column}` (columns: {})", columns.join(", ")))]
     UnknownColumn {
         type_name: String,
@@ -225,6 +228,7 @@ impl Error {
             | Error::MainBranchOnly { .. }
             | Error::EmptyLoad
             | Error::NotStreamed { .. }
+            | Error::NoLongerStreamed { .. }
             | Error::UnknownColumn { .. }
             | Error::NotAnEndpoint { .. }
             | Error::ZeroResults

@@ -145,11 +145,19 @@ impl Graph {
                 .map_err(Error::from_memwal)?
             }
         };
-        let writer = Arc::new(
-            TableWriter::open(&enrolled)
-                .await
-                .map_err(Error::from_memwal)?,
-        );
+        let writer = match TableWriter::open(&enrolled).await {
+            Ok(writer) => Arc::new(writer),
+            Err(error) if error.is_sealed() => {
+                // A schema change removed `@stream` from the type: take it, so later
+                // lines of the type are refused line by line.
+                drop(_opening);
+                self.newer_catalog().await?;
+                return Err(Error::NoLongerStreamed {
+                    type_name: type_name.to_owned(),
+                });
+            }
+            Err(error) => return Err(Error::from_memwal(error)),
+        };
         // Opening replays what an earlier writer acknowledged but never flushed: that is
         // pending work of this process now.
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {

@@ -109,10 +109,27 @@ impl Graph {
                 }
             }
         }
+        // A type streamed before had its shards sealed when it stopped being streamed.
+        for name in &change.newly_streamed {
+            let path = type_of(&new, name)?.table_path();
+            if enrollment(&self.store, &path, &self.settings.writer)
+                .await
+                .map_err(Error::from_memwal)?
+                .is_some()
+            {
+                return Err(Error::BreakingSchemaChange {
+                    refused: vec![tributary_schema::BreakingChange {
+                        type_name: name.clone(),
+                        field: None,
+                        reason: "@stream added back: its shards were sealed when @stream was removed (streaming it again is not supported)".to_owned(),
+                    }],
+                });
+            }
+        }
         // Quiescent first: what is pending is folded under the old schema, and every
         // shard of a changed table is claimed (fencing writers of other processes, which
         // reopen on the changed table and fill the new fields of what they send).
-        let folded = if old.types.iter().any(|t| t.stream.is_some()) {
+        let mut folded = if old.types.iter().any(|t| t.stream.is_some()) {
             self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?
         } else {
@@ -121,6 +138,18 @@ impl Graph {
         self.close_writers().await?;
         for name in change.changed_types() {
             self.claim_every_shard(type_of(&old, name)?).await?;
+        }
+        // A type that stops being streamed: every shard drained and sealed (no writer can
+        // claim it again, so nothing more is acknowledged), and what the drains flushed
+        // folded, under the old schema.
+        if !change.unstreamed.is_empty() {
+            for name in &change.unstreamed {
+                self.seal_every_shard(type_of(&old, name)?).await?;
+            }
+            folded.absorb(
+                self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
+                    .await?,
+            );
         }
         if !turn.confirm().await? {
             return Err(Error::Fold {
@@ -273,6 +302,22 @@ impl Graph {
         };
         for shard in enrolled.shards.clone() {
             tributary_memwal_adapter::drain_shard(&enrolled, shard)
+                .await
+                .map_err(Error::from_memwal)?;
+        }
+        Ok(())
+    }
+
+    /// Drain and seal every shard of the enrolled table of `ty`.
+    async fn seal_every_shard(&self, ty: &TypeDef) -> Result<()> {
+        let Some(enrolled) = enrollment(&self.store, &ty.table_path(), &self.settings.writer)
+            .await
+            .map_err(Error::from_memwal)?
+        else {
+            return Ok(());
+        };
+        for shard in enrolled.shards.clone() {
+            tributary_memwal_adapter::seal_shard(&enrolled, shard)
                 .await
                 .map_err(Error::from_memwal)?;
         }

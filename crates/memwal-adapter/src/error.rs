@@ -12,6 +12,10 @@ pub enum Error {
         message: String,
     },
 
+    /// The shard was sealed: no writer may claim it again.
+    #[snafu(display("{table}: shard {shard} is sealed"))]
+    Sealed { table: String, shard: String },
+
     /// Too much unflushed data; retry later.
     #[snafu(display("{table} is over its unflushed-bytes bound: {message}"))]
     Backpressure { table: String, message: String },
@@ -47,6 +51,11 @@ impl Error {
     /// own WAL write failed and it poisoned itself): reopen the shard, which replays it.
     pub fn is_fenced(&self) -> bool {
         matches!(self, Error::Fenced { .. })
+    }
+
+    /// The shard was sealed: its table takes no streamed writes any more.
+    pub fn is_sealed(&self) -> bool {
+        matches!(self, Error::Sealed { .. })
     }
 
     /// The same failure for another send of the same grouped put: typed variants keep their
@@ -107,6 +116,11 @@ pub(crate) fn from_lance(
             shard: shard.to_string(),
             message: user_message(&source),
         }
+    } else if tributary_storage::lance_text::is_sealed_shard(&source) {
+        Error::Sealed {
+            table: table.to_owned(),
+            shard: shard.to_string(),
+        }
     } else if source.is_backpressure() {
         Error::Backpressure {
             table: table.to_owned(),
@@ -128,9 +142,9 @@ impl Error {
         match self {
             Error::Fenced { .. } => ErrorKind::Fenced,
             Error::Backpressure { .. } | Error::Interrupted { .. } => ErrorKind::Unavailable,
-            Error::PrimaryKeyMismatch { .. } | Error::InvalidSetting { .. } => {
-                ErrorKind::InvalidInput
-            }
+            Error::PrimaryKeyMismatch { .. }
+            | Error::InvalidSetting { .. }
+            | Error::Sealed { .. } => ErrorKind::InvalidInput,
             Error::Lance { .. } => ErrorKind::Internal,
             Error::Storage { source } => source.kind(),
         }

@@ -19,7 +19,7 @@ pub use generation::{generation_rows, generation_tombstones, FillColumns, Genera
 pub use lance::dataset::mem_wal::LsmScanner;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
-pub use tail::{drain_shard, wal_tails, TailDepth, WalTail};
+pub use tail::{drain_shard, seal_shard, wal_tails, TailDepth, WalTail};
 pub use writer::{
     enroll, enrollment, set_maintained_indexes, shard_id, Enrolled, Sharding, TableWriter,
 };

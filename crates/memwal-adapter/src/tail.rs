@@ -182,3 +182,61 @@ pub(crate) async fn read_wal_entry(
     }
     Ok(Some(WalEntry { rows, generation }))
 }
+
+/// How often sealing a shard starts again after another writer claimed it between the
+/// drain and the seal.
+const SEAL_ATTEMPTS: usize = 5;
+
+/// Drain `shard` and seal it, so no writer can claim it again (Lance refuses a claim of a
+/// sealed shard): what any writer acknowledged is in a generation, and nothing can be
+/// acknowledged after. The seal is committed with the drain's epoch, so a writer that
+/// claimed the shard in between makes the seal fail, and the drain runs again.
+pub async fn seal_shard(enrolled: &Enrolled, shard: Uuid) -> Result<()> {
+    use lance::dataset::mem_wal::ShardManifestStore;
+    use lance_index::mem_wal::{ShardManifest, ShardStatus};
+    let table = enrolled.table.as_str();
+    let dataset = enrolled.dataset();
+    let object_store = dataset
+        .object_store(None)
+        .await
+        .map_err(|e| from_lance(table, &shard, "open the store", e))?;
+    let base = dataset.branch_location().path;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let manifests = ShardManifestStore::new(object_store.clone(), &base, shard, 2);
+        if manifests
+            .refresh_latest()
+            .await
+            .map_err(|e| from_lance(table, &shard, "read the shard manifest", e))?
+            .is_some_and(|m| m.status == ShardStatus::Sealed)
+        {
+            return Ok(());
+        }
+        let writer = dataset
+            .mem_wal_writer(shard, enrolled.settings.writer_config(shard))
+            .await
+            .map_err(|e| from_lance(table, &shard, "claim shard", e))?;
+        let epoch = writer.epoch();
+        writer
+            .close()
+            .await
+            .map_err(|e| from_lance(table, &shard, "flush claimed shard", e))?;
+        // A store of its own: its position is read from storage, after the close.
+        let manifests = ShardManifestStore::new(object_store.clone(), &base, shard, 2);
+        let sealed = manifests
+            .commit_update(epoch, |current| ShardManifest {
+                version: current.next_version(),
+                status: ShardStatus::Sealed,
+                ..current.clone()
+            })
+            .await;
+        match sealed {
+            Ok(_) => return Ok(()),
+            Err(error) if attempt < SEAL_ATTEMPTS => {
+                tracing::info!(%error, attempt, "another writer claimed the shard before its seal; draining again");
+            }
+            Err(error) => return Err(from_lance(table, &shard, "seal shard", error)),
+        }
+    }
+}

@@ -10,6 +10,11 @@ pub fn is_untyped_fence(error: &lance::Error) -> bool {
     text.contains("another writer claimed epoch") || text.contains("Writer fenced")
 }
 
+/// A writer's claim of a shard that was sealed (its table's streaming was removed).
+pub fn is_sealed_shard(error: &lance::Error) -> bool {
+    error.to_string().contains("is sealed; refusing claim")
+}
+
 /// Enrolling a table whose MemWAL index exists already (the idempotent case).
 pub fn is_already_enrolled(error: &lance::Error) -> bool {
     error.to_string().contains("already initialized")

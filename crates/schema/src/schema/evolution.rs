@@ -2,11 +2,11 @@
 //! to the stored tables as they are, and which would break them.
 //!
 //! Applied in place (additive): a new type; a new field after a type's existing ones that
-//! is nullable or has a default; an index on an existing field; `@stream` on a type.
-//! Everything else that differs is refused, each difference named: a type or field gone
-//! (or renamed), a changed field type, key, nullability, default or constraint, changed
-//! edge ends or `@card`, a field added between existing ones, a dropped index, a changed
-//! shard count, `@stream` removed.
+//! is nullable or has a default; an index on an existing field; `@stream` on a type, or
+//! off it. Everything else that differs is refused, each difference named: a type or field
+//! gone (or renamed), a changed field type, key, nullability, default or constraint,
+//! changed edge ends or `@card`, a field added between existing ones, a dropped index, a
+//! changed shard count.
 
 use std::fmt;
 
@@ -25,6 +25,9 @@ pub struct SchemaChange {
     pub new_indexes: Vec<(String, String)>,
     /// Existing types that gain `@stream`.
     pub newly_streamed: Vec<String>,
+    /// Existing types that lose `@stream`: folded to empty, their shards sealed.
+    #[serde(default)]
+    pub unstreamed: Vec<String>,
 }
 
 impl SchemaChange {
@@ -33,6 +36,7 @@ impl SchemaChange {
             && self.new_fields.is_empty()
             && self.new_indexes.is_empty()
             && self.newly_streamed.is_empty()
+            && self.unstreamed.is_empty()
     }
 
     /// Existing types whose table changes (a column or an index).
@@ -144,10 +148,7 @@ fn compare_type(
     }
     match (&before.stream, &after.stream) {
         (None, Some(_)) => change.newly_streamed.push(after.name.clone()),
-        (Some(_), None) => breaking.push(type_level(
-            before,
-            "@stream removed (removing @stream is not supported yet)",
-        )),
+        (Some(_), None) => change.unstreamed.push(after.name.clone()),
         (Some(was), Some(is)) if was != is => breaking.push(type_level(
             before,
             "the shard count changed (an enrolled table keeps its shards)",
@@ -326,7 +327,6 @@ edge WorksAt: Person -> Person
         )
         .unwrap_err();
         let expected = [
-            "Person: @stream removed",
             "Person.age: the type changed from I32 to String",
             "Person.age: the field became required",
             "Person.extra: a new field must be nullable",

@@ -361,3 +361,50 @@ async fn removing_stream_folds_everything_seals_the_shards_and_refuses_ingest() 
     assert!(error.to_string().contains("sealed"), "{error}");
     assert_eq!(graph.schema_source(), unstreamed);
 }
+
+#[tokio::test]
+async fn removing_stream_from_a_type_never_streamed_still_refuses_a_process_behind() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let behind = Graph::open(&uri).await.unwrap();
+    let unstreamed = SCHEMA.replace("node Person @stream {", "node Person {");
+    graph.apply_schema(&unstreamed).await.unwrap();
+    // The process behind would enrol the table at its first send: the change enrolled and
+    // sealed it, so the send is refused, not acknowledged into a MemWAL no fold reads.
+    let error = behind
+        .ingest("main")
+        .unwrap()
+        .send(1, &person("ada", 1))
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("no longer declared @stream"),
+        "{error}"
+    );
+    behind.fold("main").await.unwrap();
+    assert!(ids(&graph, "Person").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_removal_stopped_after_its_seals_is_finished_by_the_next_write() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &person("ada", 1))
+        .await
+        .unwrap();
+    let unstreamed = SCHEMA.replace("node Person @stream {", "node Person {");
+    {
+        let _lock = FAILPOINTS.lock().await;
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("schema::before-publish", "return").unwrap();
+        graph.apply_schema(&unstreamed).await.unwrap_err();
+        scenario.teardown();
+    }
+    graph
+        .load(&ndjson(&[person("bob", 2)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(graph.schema_source(), unstreamed);
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
+}

@@ -42,7 +42,7 @@ pub enum Error {
     #[snafu(display("{type_name} is not declared @stream; load it instead of ingesting it"))]
     NotStreamed { type_name: String },
 
-    #[snafu(display("{type_name} is no longer declared @stream (a schema change removed it and sealed its shards; what was acknowledged is folded); nothing was written: load its rows instead"))]
+    #[snafu(display("{type_name} is no longer declared @stream (a schema change removed it and sealed its shards; what was acknowledged is folded); its rows in this send were not written: load them instead"))]
     NoLongerStreamed { type_name: String },
 
     #[snafu(display("{type_name} has no column `{column}` (columns: {})", columns.join(", ")))]

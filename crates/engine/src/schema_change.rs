@@ -136,6 +136,31 @@ impl Graph {
             Default::default()
         };
         self.close_writers().await?;
+        if !turn.confirm().await? {
+            return Err(Error::Fold {
+                source: tributary_write::Error::LeaseLost {
+                    branch: branch.to_string(),
+                },
+            });
+        }
+        // From the first change no reader sees until the publish (a seal, a column), the
+        // change is recorded: a stop is finished by the next write turn.
+        let next = self
+            .publisher
+            .head(branch)
+            .await
+            .context(PublishSnafu)?
+            .schema_version
+            + 1;
+        let pending = PendingSchema {
+            version: next,
+            source: new.source.clone(),
+        };
+        let bytes = serde_json::to_vec(&pending).unwrap_or_default();
+        self.store
+            .put(PENDING_SCHEMA, bytes)
+            .await
+            .context(StorageSnafu)?;
         for name in change.changed_types() {
             self.claim_every_shard(type_of(&old, name)?).await?;
         }
@@ -151,25 +176,8 @@ impl Graph {
                     .await?,
             );
         }
-        if !turn.confirm().await? {
-            return Err(Error::Fold {
-                source: tributary_write::Error::LeaseLost {
-                    branch: branch.to_string(),
-                },
-            });
-        }
-
+        // After the folds, which moved the head.
         let head = self.publisher.head(branch).await.context(PublishSnafu)?;
-        let next = head.schema_version + 1;
-        let pending = PendingSchema {
-            version: next,
-            source: new.source.clone(),
-        };
-        let bytes = serde_json::to_vec(&pending).unwrap_or_default();
-        self.store
-            .put(PENDING_SCHEMA, bytes)
-            .await
-            .context(StorageSnafu)?;
         let mut tables = BTreeMap::new();
         for name in &change.new_types {
             let ty = type_of(&new, name)?;
@@ -308,13 +316,31 @@ impl Graph {
         Ok(())
     }
 
-    /// Drain and seal every shard of the enrolled table of `ty`.
+    /// Drain and seal every shard of `ty`'s table. A table not enrolled yet is enrolled
+    /// first: a process that has not seen the change would enrol it at its first send, and
+    /// acknowledge rows no fold reads; sealed, its claim is refused.
     async fn seal_every_shard(&self, ty: &TypeDef) -> Result<()> {
-        let Some(enrolled) = enrollment(&self.store, &ty.table_path(), &self.settings.writer)
+        let path = ty.table_path();
+        let enrolled = match enrollment(&self.store, &path, &self.settings.writer)
             .await
             .map_err(Error::from_memwal)?
-        else {
-            return Ok(());
+        {
+            Some(enrolled) => enrolled,
+            None => {
+                let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
+                    Some(n) if n > 1 => tributary_memwal_adapter::Sharding::Buckets(n),
+                    _ => tributary_memwal_adapter::Sharding::Unsharded,
+                };
+                tributary_memwal_adapter::enroll(
+                    &self.store,
+                    &path,
+                    sharding,
+                    &self.settings.writer,
+                    &[],
+                )
+                .await
+                .map_err(Error::from_memwal)?
+            }
         };
         for shard in enrolled.shards.clone() {
             tributary_memwal_adapter::seal_shard(&enrolled, shard)

@@ -213,15 +213,30 @@ pub async fn seal_shard(enrolled: &Enrolled, shard: Uuid) -> Result<()> {
         {
             return Ok(());
         }
-        let writer = dataset
-            .mem_wal_writer(shard, enrolled.settings.writer_config(shard))
-            .await
-            .map_err(|e| from_lance(table, &shard, "claim shard", e))?;
-        let epoch = writer.epoch();
-        writer
-            .close()
-            .await
-            .map_err(|e| from_lance(table, &shard, "flush claimed shard", e))?;
+        // A writer of another process taking the shard back between the claim and the
+        // close fences this drain: wait a moment and drain again.
+        let drained = async {
+            let writer = dataset
+                .mem_wal_writer(shard, enrolled.settings.writer_config(shard))
+                .await
+                .map_err(|e| from_lance(table, &shard, "claim shard", e))?;
+            let epoch = writer.epoch();
+            writer
+                .close()
+                .await
+                .map_err(|e| from_lance(table, &shard, "flush claimed shard", e))?;
+            Ok::<u64, Error>(epoch)
+        }
+        .await;
+        let epoch = match drained {
+            Ok(epoch) => epoch,
+            Err(error) if error.is_fenced() && attempt < SEAL_ATTEMPTS => {
+                tracing::info!(%error, attempt, "a writer took the shard back during its drain; draining again");
+                tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
         // A store of its own: its position is read from storage, after the close.
         let manifests = ShardManifestStore::new(object_store.clone(), &base, shard, 2);
         let sealed = manifests
@@ -235,6 +250,7 @@ pub async fn seal_shard(enrolled: &Enrolled, shard: Uuid) -> Result<()> {
             Ok(_) => return Ok(()),
             Err(error) if attempt < SEAL_ATTEMPTS => {
                 tracing::info!(%error, attempt, "another writer claimed the shard before its seal; draining again");
+                tokio::time::sleep(std::time::Duration::from_millis(50 << attempt)).await;
             }
             Err(error) => return Err(from_lance(table, &shard, "seal shard", error)),
         }

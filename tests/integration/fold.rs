@@ -1,7 +1,6 @@
 //! The fold: acknowledged WAL rows → one graph commit, exactly once; fold-time validation
 //! and dead letters; the `halt` policy; crash windows; the background folder.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_array::Array;
@@ -432,22 +431,7 @@ async fn fold_crash_after_publish_only_deletes_the_sidecar() {
 async fn the_background_folder_publishes_and_stops_on_close() {
     let (_dir, uri, graph) = temp_graph().await;
     drop(graph);
-    let settings = GraphSettings {
-        triggers: FoldTriggers {
-            max_lag: Duration::from_millis(50),
-            poll: Duration::from_millis(20),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let graph = Arc::new(
-        Graph::builder(&uri)
-            .settings(settings)
-            .open()
-            .await
-            .unwrap(),
-    );
-    graph.start_folder("main").await.unwrap();
+    let graph = tributary_tests::quickly_folding(&uri).await;
     assert!(graph.folder_running().await);
     send(&graph, &[person("ada", 1), person("bob", 2)]).await;
     let mut visible = Vec::new();

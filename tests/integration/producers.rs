@@ -3,12 +3,9 @@
 //! older send never reverts a newer write; one stream of a producer runs at a time; folds
 //! record the marks their commit holds every line of.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tributary::{
-    ErrorKind, FoldTriggers, Graph, GraphSettings, IngestAck, IngestOptions, Producer, View,
-};
+use tributary::{ErrorKind, Graph, IngestAck, IngestOptions, Producer, View};
 use tributary_tests::{delete, ndjson, person, temp_graph, wal_entries};
 
 use crate::columns::{age_of, ids};
@@ -289,22 +286,7 @@ async fn a_producer_id_that_looks_like_a_path_stays_in_its_folder() {
 async fn the_background_folder_records_the_marks_of_this_process() {
     let (_dir, uri, graph) = temp_graph().await;
     drop(graph);
-    let settings = GraphSettings {
-        triggers: FoldTriggers {
-            max_lag: Duration::from_millis(50),
-            poll: Duration::from_millis(20),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let graph = Arc::new(
-        Graph::builder(&uri)
-            .settings(settings)
-            .open()
-            .await
-            .unwrap(),
-    );
-    graph.start_folder("main").await.unwrap();
+    let graph = tributary_tests::quickly_folding(&uri).await;
     stream(&graph, "p", 5, &[person("ada", 1), person("bob", 2)]).await;
     let mut folded = None;
     for _ in 0..600 {

@@ -33,6 +33,27 @@ pub async fn temp_graph() -> (TempDir, String, Graph) {
     (dir, uri, graph)
 }
 
+/// The graph at `uri` reopened with a background folder that folds within 50 ms, started.
+pub async fn quickly_folding(uri: &str) -> std::sync::Arc<Graph> {
+    let settings = tributary::GraphSettings {
+        triggers: tributary::FoldTriggers {
+            max_lag: std::time::Duration::from_millis(50),
+            poll: std::time::Duration::from_millis(20),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let graph = std::sync::Arc::new(
+        Graph::builder(uri)
+            .settings(settings)
+            .open()
+            .await
+            .expect("reopen with a quick folder"),
+    );
+    graph.start_folder("main").await.expect("start the folder");
+    graph
+}
+
 /// A fresh graph like [`temp_graph`], reopened with every object-store operation counted.
 pub async fn counted_graph() -> (TempDir, String, Graph, tributary::OpCounter) {
     let (dir, uri, graph) = temp_graph().await;

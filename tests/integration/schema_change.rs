@@ -360,6 +360,10 @@ async fn removing_stream_folds_everything_seals_the_shards_and_refuses_ingest() 
     let error = graph.apply_schema(SCHEMA).await.unwrap_err();
     assert!(error.to_string().contains("sealed"), "{error}");
     assert_eq!(graph.schema_source(), unstreamed);
+    // Its folded MemWAL files are cleaned up like a streamed table's; reads hold.
+    let report = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    assert!(report.memwal.generations > 0, "{report:?}");
+    assert_eq!(ids(&graph, "Person").await, ["ada", "bob", "fay"]);
 }
 
 #[tokio::test]

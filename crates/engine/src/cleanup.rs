@@ -46,11 +46,10 @@ impl Graph {
             let Some(&pinned) = head.tables.get(&path) else {
                 continue;
             };
-            let streamed = catalog
-                .types
-                .iter()
-                .any(|t| t.stream.is_some() && t.table_path() == path);
-            if streamed {
+            // Every type's table: one that stopped being streamed keeps its sealed
+            // MemWAL, whose folded files go like any other's.
+            let typed = catalog.types.iter().any(|t| t.table_path() == path);
+            if typed {
                 let removed = collect_memwal_garbage(&self.store, &path, pinned)
                     .await
                     .map_err(Error::from_memwal)?;

@@ -270,18 +270,23 @@ impl Held {
 }
 
 impl Graph {
-    /// The acknowledged mark of `producer` on `branch`.
-    async fn acknowledged_mark(&self, branch: &str, producer: &str) -> Result<Option<u64>> {
-        let path = mark_path(branch, producer);
-        let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
+    /// The mark object at `path`, if there is one.
+    async fn read_mark(&self, path: &str) -> Result<Option<MarkRecord>> {
+        let Some(bytes) = self.store.get(path).await.context(StorageSnafu)? else {
             return Ok(None);
         };
-        let record: MarkRecord =
-            serde_json::from_slice(&bytes).map_err(|error| Error::CorruptProducerMark {
-                path,
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|error| Error::CorruptProducerMark {
+                path: path.to_owned(),
                 reason: error.to_string(),
-            })?;
-        Ok(Some(record.sequence))
+            })
+    }
+
+    /// The acknowledged mark of `producer` on `branch`.
+    async fn acknowledged_mark(&self, branch: &str, producer: &str) -> Result<Option<u64>> {
+        let mark = self.read_mark(&mark_path(branch, producer)).await?;
+        Ok(mark.map(|record| record.sequence))
     }
 
     /// Every producer's acknowledged mark on `branch`.
@@ -292,15 +297,16 @@ impl Graph {
             if !name.ends_with(".json") {
                 continue;
             }
-            let path = format!("{dir}/{name}");
-            let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
-                continue;
-            };
-            match serde_json::from_slice::<MarkRecord>(&bytes) {
-                Ok(record) => {
+            // An unreadable mark is reported, never a reason to fail a fold or a status.
+            match self.read_mark(&format!("{dir}/{name}")).await {
+                Ok(Some(record)) => {
                     marks.insert(record.producer, record.sequence);
                 }
-                Err(error) => tracing::warn!(%error, mark = path, "unreadable producer mark"),
+                Ok(None) => {}
+                Err(error @ Error::CorruptProducerMark { .. }) => {
+                    tracing::warn!(%error, "unreadable producer mark")
+                }
+                Err(error) => return Err(error),
             }
         }
         Ok(marks)

@@ -1,16 +1,17 @@
 //! `schema apply`: a new schema published as one `schema` commit, for changes the stored
 //! tables take in place (see [`tributary_schema::plan_change`]).
 //!
-//! In the branch's write turn: everything pending is folded first (claiming every shard,
-//! so no generation or WAL entry of the old schema is left to fold), this process's writers
-//! are closed, then new types get their tables, changed types their columns (nulls, or the
-//! default, for every stored row) and indexes, enrolled tables their maintained index set,
-//! and one publish moves the head and the schema row together. Other processes take the
-//! new schema at their next write turn (their background folder's next fold), closing
-//! their writers; rows they acknowledged under the old one are folded with the new fields'
-//! defaults or nulls.
+//! In `main`'s write turn: everything pending is folded first (claiming every shard with
+//! unflushed rows), this process's writers are closed, every shard of a changed table is
+//! claimed (writers elsewhere reopen on the changed table), a type losing `@stream` has
+//! its shards drained and sealed and is folded again; then new types get their tables,
+//! changed types their columns (the default, or null, for every stored row) and indexes,
+//! enrolled tables their maintained index set, and one publish moves the head and the
+//! schema row together. Other processes take the new schema at their next write turn;
+//! rows written under the old one get the new fields' defaults or nulls wherever they
+//! are folded or read as a patch's base (`tributary_schema::conform`).
 //!
-//! Before its first table change it records the schema it is applying
+//! Before its first change to a table or shard it records the schema it is applying
 //! (`__schema/pending.json`); a change stopped before its publish (an error, a crash) is
 //! finished by the next write turn of any process, which applies that schema again (each
 //! step skips what is there) and publishes it. Until then the tables' new versions are
@@ -365,18 +366,14 @@ impl Graph {
             .filter(|name| dataset.schema().field(name).is_none())
             .collect();
         if !missing.is_empty() {
-            let columns = tributary_schema::fill_columns(ty, &missing, 0).context(
-                crate::error::ArrowSnafu {
-                    action: "the new columns",
-                },
-            )?;
             // All nulls first (metadata only: Lance adds no computed column to a table
             // with a MemWAL, whose unfolded rows would miss it), then the defaults.
             // (Nullable in the table, then: the schema holds a defaulted field non-null.)
-            let nullable: Vec<arrow_schema::Field> = columns
-                .schema()
+            let nullable: Vec<arrow_schema::Field> = ty
+                .arrow_schema()
                 .fields()
                 .iter()
+                .filter(|f| missing.contains(&f.name().as_str()))
                 .map(|f| f.as_ref().clone().with_nullable(true))
                 .collect();
             let nulls = Arc::new(arrow_schema::Schema::new(nullable));

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
 use arrow_schema::SchemaRef;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
@@ -64,32 +64,34 @@ pub async fn generation_tombstones(
         .collect())
 }
 
-/// The values of columns a generation lacks (it was written under an older schema), for
-/// `rows` rows: the caller knows the fields' defaults.
-pub type FillColumns =
-    Arc<dyn Fn(&[&str], usize) -> std::result::Result<Vec<ArrayRef>, String> + Send + Sync>;
-
 /// One flushed generation as a stream of its rows, in the table's schema (`target`), and
-/// its tombstones. Columns of `target` the generation lacks come from `fill`.
+/// its tombstones. A generation written under an older schema lacks the columns added
+/// since: its rows have the columns of `target` it has, in `target`'s order (the caller,
+/// which knows the fields' defaults, fills the rest).
 pub async fn generation_rows(
     store: &GraphStore,
     table: &str,
     shard: Uuid,
     generation: &PendingGeneration,
     target: SchemaRef,
-    fill: FillColumns,
 ) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
     let (dataset, path) = open_generation(store, table, shard, generation).await?;
     let lance = |action: &'static str| LanceSnafu {
         action,
         table: path.clone(),
     };
-    let mut columns: Vec<&str> = target
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .filter(|name| dataset.schema().field(name).is_some())
+    let present: Vec<usize> = (0..target.fields().len())
+        .filter(|&i| dataset.schema().field(target.field(i).name()).is_some())
         .collect();
+    let target = Arc::new(
+        target
+            .project(&present)
+            .map_err(|e| Error::InvalidSetting {
+                table: table.to_owned(),
+                message: format!("project the table schema: {e}"),
+            })?,
+    );
+    let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
     columns.push(TOMBSTONE);
     let mut scan = dataset.scan();
     scan.project(&columns).context(lance("scan generation"))?;
@@ -106,7 +108,7 @@ pub async fn generation_rows(
             source,
         })
         .and_then(move |batch| {
-            futures::future::ready(split_tombstones(&batch, &target, &fill, &table, &path))
+            futures::future::ready(split_tombstones(&batch, &target, &table, &path))
         })
         .boxed())
 }
@@ -115,7 +117,6 @@ pub async fn generation_rows(
 fn split_tombstones(
     batch: &RecordBatch,
     target: &SchemaRef,
-    fill: &FillColumns,
     table: &str,
     path: &str,
 ) -> Result<GenerationBatch> {
@@ -142,30 +143,7 @@ fn split_tombstones(
             .map_err(|e| invalid(format!("filter tombstones: {e}")))?
     };
     // Generations relax non-key columns to nullable; the table's schema is stricter.
-    let missing: Vec<&str> = target
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .filter(|name| live.column_by_name(name).is_none())
-        .collect();
-    let mut filled = if missing.is_empty() {
-        Vec::new()
-    } else {
-        fill(&missing, live.num_rows())
-            .map_err(|e| invalid(format!("fill columns of an older schema: {e}")))?
-    }
-    .into_iter();
-    let mut columns = Vec::with_capacity(target.fields().len());
-    for field in target.fields() {
-        match live.column_by_name(field.name()) {
-            Some(column) => columns.push(column.clone()),
-            None => columns.push(
-                filled
-                    .next()
-                    .ok_or_else(|| invalid(format!("no values for the column {}", field.name())))?,
-            ),
-        }
-    }
+    let columns = live.columns()[..target.fields().len()].to_vec();
     let rows = RecordBatch::try_new(target.clone(), columns)
         .map_err(|e| invalid(format!("a generation does not match the table schema: {e}")))?;
     Ok(GenerationBatch { rows, deleted })

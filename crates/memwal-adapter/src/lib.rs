@@ -15,7 +15,7 @@ mod writer;
 pub use error::{Error, Result};
 pub use fresh::fresh_scanner;
 pub use gc::{collect_memwal_garbage, MemWalGarbage};
-pub use generation::{generation_rows, generation_tombstones, FillColumns, GenerationBatch};
+pub use generation::{generation_rows, generation_tombstones, GenerationBatch};
 pub use lance::dataset::mem_wal::LsmScanner;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};

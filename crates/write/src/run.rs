@@ -496,17 +496,6 @@ fn filter(batch: &RecordBatch, keep: &BooleanArray) -> Result<RecordBatch> {
     })
 }
 
-/// Values for the columns of a generation written under an older schema: each added
-/// field's default, or null, as a line that did not name it gets.
-fn fill_from(ty: &TypeDef) -> tributary_memwal_adapter::FillColumns {
-    let ty = ty.clone();
-    Arc::new(move |names: &[&str], rows: usize| {
-        tributary_schema::fill_columns(&ty, names, rows)
-            .map(|batch| batch.columns().to_vec())
-            .map_err(|e| e.to_string())
-    })
-}
-
 fn concat(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<RecordBatch> {
     arrow_select::concat::concat_batches(schema, batches).context(ArrowSnafu {
         action: "gather fold rows",
@@ -600,7 +589,6 @@ impl TablePass<'_, '_> {
                     *shard,
                     generation,
                     self.schema.clone(),
-                    fill_from(ty),
                 )
                 .await
                 .context(MemWalSnafu)?;
@@ -613,8 +601,9 @@ impl TablePass<'_, '_> {
                     let done = next.is_none();
                     if let Some(part) = next {
                         let deduping = Instant::now();
-                        // Rows replayed from a WAL written before a field was added (a
-                        // writer fills them with nulls) take its default.
+                        // Rows of a generation written before a field was added lack
+                        // its column, and rows replayed from an older WAL hold nulls in
+                        // it: either takes the field's default.
                         let rows =
                             tributary_schema::conform(ty, &part.rows).context(ArrowSnafu {
                                 action: "conform fold rows to the schema",

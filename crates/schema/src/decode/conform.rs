@@ -8,32 +8,6 @@ use super::columns::Column;
 use super::convert::{convert_field, default_as_json};
 use crate::schema::TypeDef;
 
-/// `rows` values of each of `def`'s fields named in `fields`, as the new columns of stored
-/// rows: the field's default, or null.
-pub fn fill_columns(
-    def: &TypeDef,
-    fields: &[&str],
-    rows: usize,
-) -> Result<RecordBatch, ArrowError> {
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(fields.len());
-    let mut schema_fields = Vec::with_capacity(fields.len());
-    let table = def.arrow_schema();
-    for name in fields {
-        let (Some(declared), Ok(field)) = (def.field(name), table.field_with_name(name)) else {
-            return Err(ArrowError::SchemaError(format!(
-                "{} has no field `{name}`",
-                def.name
-            )));
-        };
-        columns.push(filled(declared, rows));
-        schema_fields.push(field.clone());
-    }
-    RecordBatch::try_new(
-        std::sync::Arc::new(arrow_schema::Schema::new(schema_fields)),
-        columns,
-    )
-}
-
 /// `rows` copies of `field`'s default, or nulls.
 fn filled(declared: &crate::schema::FieldDef, rows: usize) -> ArrayRef {
     let default = declared

@@ -20,7 +20,7 @@ use std::fmt;
 
 use arrow_array::RecordBatch;
 
-pub use conform::{conform, fill_columns};
+pub use conform::conform;
 pub use decoder::Decoder;
 pub use patch::{patch_rows, patch_schema};
 

@@ -137,9 +137,7 @@ async fn cleanup_racing_ingest_and_fold_loses_nothing() {
     graph.fold("main").await.unwrap();
     graph.cleanup(Duration::ZERO).await.unwrap();
     assert_eq!(person_count(&graph).await, 8 * 40);
-    let reopened = Graph::open(graph.store().root().to_str().unwrap())
-        .await
-        .unwrap();
+    let reopened = Graph::open(&graph.store().location()).await.unwrap();
     assert_eq!(person_count(&reopened).await, 8 * 40);
     assert!(reopened.rejects(&At::default()).await.unwrap().num_rows() == 0);
 }

@@ -20,6 +20,7 @@ mod producers;
 mod publisher;
 mod reads;
 mod recovery;
+mod s3;
 mod schema_change;
 mod server;
 mod storage;

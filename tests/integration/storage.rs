@@ -6,9 +6,9 @@ use tributary_tests::{ndjson, person, SCHEMA};
 fn the_local_store_fsyncs_files_and_directories() {
     // object_store's LocalFileSystem syncs files and parent directories only when built
     // `with_fsync(true)`; its Debug output is the only place the flag shows.
-    let store = GraphStoreWrapper::local(None).store();
+    let store = GraphStoreWrapper::new(true, None, None).local_store();
     assert!(format!("{store:?}").contains("fsync: true"), "{store:?}");
-    let counted = GraphStoreWrapper::local(Some(OpCounter::new())).store();
+    let counted = GraphStoreWrapper::new(true, Some(OpCounter::new()), None).local_store();
     assert!(
         format!("{counted:?}").contains("fsync: true"),
         "{counted:?}"

@@ -20,8 +20,12 @@ use tributary_storage::GraphStore;
 /// Append `commits` commits to `main` of the graph at `uri`, each a copy of the head with
 /// a new id and the previous one as parent.
 pub async fn grow_history(uri: &str, commits: usize) {
-    let store = GraphStore::new(uri).unwrap();
-    let publisher = ManifestCasPublisher::open(&store).await.unwrap();
+    grow_history_on(&GraphStore::new(uri).unwrap(), commits).await
+}
+
+/// [`grow_history`] on the graph of `store`.
+pub async fn grow_history_on(store: &GraphStore, commits: usize) {
+    let publisher = ManifestCasPublisher::open(store).await.unwrap();
     let mut head = publisher.head(&BranchName::main()).await.unwrap();
     let mut rows = Vec::with_capacity(commits);
     for _ in 0..commits {

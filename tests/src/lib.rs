@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod history;
+pub mod s3_server;
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,14 @@ pub async fn counted_graph() -> (TempDir, String, Graph, tributary::OpCounter) {
         .await
         .expect("reopen counted");
     (dir, uri, graph, counter)
+}
+
+/// The store options that reach the test S3 server `server`.
+pub fn s3_options(server: &s3_server::S3Server) -> tributary::StoreOptions {
+    tributary::StoreOptions {
+        settings: server.settings().into_iter().collect(),
+        ..Default::default()
+    }
 }
 
 /// One person line.

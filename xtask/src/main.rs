@@ -88,8 +88,34 @@ fn lint() -> Result {
     ])?)
 }
 
+fn target_dir() -> PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target"))
+}
+
+/// Build the S3-compatible server the tests and S3 benchmarks start (tests/s3-server,
+/// from crates.io), in a target folder of its own so its dependencies' features never
+/// touch the workspace's; returns its binary. Release: it serves every S3 test.
+fn s3_server() -> Result<PathBuf> {
+    let dir = target_dir().join("s3-server");
+    let started = std::time::Instant::now();
+    let mut build = cargo_with(&["build", "--release", "--manifest-path"])?;
+    build
+        .arg(root().join("tests/s3-server/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&dir);
+    run(build)?;
+    eprintln!(
+        "xtask: the S3 test server is ready ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(dir.join("release").join("tributary-test-s3"))
+}
+
 fn test(extra: &[String]) -> Result {
     lint()?;
+    let s3 = s3_server()?;
     let nextest = Command::new("cargo-nextest")
         .arg("--version")
         .output()
@@ -112,7 +138,7 @@ fn test(extra: &[String]) -> Result {
             "--no-fail-fast",
         ])?
     };
-    command.args(extra);
+    command.args(extra).env("TRIBUTARY_TEST_S3", &s3);
     run(command)?;
     // nextest does not run doctests.
     if nextest {
@@ -128,6 +154,7 @@ fn test(extra: &[String]) -> Result {
 }
 
 fn bench(extra: &[String]) -> Result {
+    let s3 = s3_server()?;
     let mut scenarios = cargo_with(&[
         "bench",
         "-p",
@@ -136,7 +163,7 @@ fn bench(extra: &[String]) -> Result {
         "scenarios",
         "--",
     ])?;
-    scenarios.args(extra);
+    scenarios.args(extra).env("TRIBUTARY_TEST_S3", &s3);
     run(scenarios)?;
     run(cargo_with(&[
         "bench",
@@ -156,9 +183,7 @@ fn demo() -> Result {
     let mut build = cargo_with(&["test", "--no-run"])?;
     build.args(WORKSPACE);
     run(build)?;
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("target"));
+    let target = target_dir();
     let bin = target.join("debug").join("tributary");
     let examples = root().join("examples");
     let graph = target.join("demo-graph");

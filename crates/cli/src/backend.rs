@@ -1,7 +1,7 @@
 //! Where a command runs: on a graph opened here, or on a server (`--server URL`). Both
 //! are reached through the engine's `GraphOps`, so a command is written once.
 
-use tributary::{Graph, GraphOps};
+use tributary::{Graph, GraphBuilder, GraphOps, StoreOptions};
 
 use crate::remote::Remote;
 use crate::Failure;
@@ -26,9 +26,24 @@ pub struct ServerArgs {
     /// besides the system's roots.
     #[arg(long, global = true, env = "TRIBUTARY_CA_CERT")]
     pub ca_cert: Option<std::path::PathBuf>,
+    /// An object-store setting for a graph on S3, KEY=VALUE; repeat for more (e.g.
+    /// `--store-option aws_endpoint=http://127.0.0.1:9000 --store-option allow_http=true`).
+    /// The standard AWS_* environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+    /// AWS_REGION, AWS_ENDPOINT, ...) fills what is not given.
+    #[arg(long = "store-option", global = true, value_name = "KEY=VALUE",
+          value_parser = StoreOptions::parse_setting)]
+    pub store_options: Vec<(String, String)>,
 }
 
 impl ServerArgs {
+    /// How to open `graph` here, with the store options given.
+    pub fn local(&self, graph: &str) -> GraphBuilder {
+        Graph::builder(graph).store_options(StoreOptions {
+            settings: self.store_options.iter().cloned().collect(),
+            ..Default::default()
+        })
+    }
+
     /// The client of the server named by `--server`, for `graph`; `None` without one.
     pub fn remote(&self, graph: &str) -> Result<Option<Remote>, Failure> {
         let Some(url) = self.server.as_ref() else {
@@ -77,6 +92,6 @@ impl ServerArgs {
 pub async fn open(graph: &str, server: &ServerArgs) -> Result<Box<dyn GraphOps>, Failure> {
     Ok(match server.remote(graph)? {
         Some(remote) => Box::new(remote),
-        None => Box::new(Graph::open(graph).await?),
+        None => Box::new(server.local(graph).open().await?),
     })
 }

@@ -45,9 +45,14 @@ enum Stop {
     Signal,
 }
 
-pub async fn run(args: IngestRun, format: Format, out: &mut dyn Write) -> Result<(), Failure> {
+pub async fn run(
+    graph: tributary::GraphBuilder,
+    args: IngestRun,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
     let stop_requested = crate::signals::stop_requested();
-    let graph = Arc::new(Graph::open(&args.graph).await?);
+    let graph = Arc::new(graph.open().await?);
     let streamed = stream(&graph, &args, format, out, stop_requested).await;
     // Whatever happened (an error, a broken pipe, a signal), flush what was acknowledged
     // to generations, so no acknowledged row waits in this process's WAL for a replay.

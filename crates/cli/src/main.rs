@@ -15,8 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tributary::{
-    At, Direction, ErrorKind, Graph, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
-    View,
+    At, Direction, ErrorKind, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery, View,
 };
 
 use backend::ServerArgs;
@@ -354,7 +353,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             let (types, commit) = match server.remote(&graph)? {
                 Some(remote) => remote.create(source).await?,
                 None => {
-                    let opened = Graph::init(&graph, &source).await?;
+                    let opened = server.local(&graph).init(&source).await?;
                     let head = opened.snapshot(&At::default()).await?;
                     (opened.catalog().types.len(), head.id.to_string())
                 }
@@ -523,12 +522,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 };
                 match server.remote(&run.graph)? {
                     Some(remote) => remote_ingest::run(&remote, run, format, &mut out).await,
-                    None => ingest::run(run, format, &mut out).await,
+                    None => ingest::run(server.local(&run.graph), run, format, &mut out).await,
                 }
             }
             (None, None) => Err(Failure::missing_argument("ingest needs a GRAPH")),
         },
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(args, &server).await,
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;

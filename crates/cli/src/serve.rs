@@ -1,4 +1,4 @@
-//! `tributary serve`: the HTTP server over every graph under a root directory.
+//! `tributary serve`: the HTTP server over every graph under a root directory or S3 prefix.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -10,8 +10,10 @@ use crate::Failure;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Directory whose sub-folders are the graphs (a graph's id is its folder name).
-    root: PathBuf,
+    /// Directory (or `s3://bucket/prefix`) whose sub-folders are the graphs (a graph's id
+    /// is its folder name). On S3, --store-option and the AWS_* environment say how to
+    /// reach it.
+    root: String,
     /// Address to listen on (port 0 picks a free port; the address is printed).
     #[arg(long, default_value = "127.0.0.1:8080")]
     bind: String,
@@ -63,17 +65,21 @@ pub struct ServeArgs {
     tls_key: Option<PathBuf>,
 }
 
-pub async fn run(args: ServeArgs) -> Result<(), Failure> {
-    if args.init {
-        std::fs::create_dir_all(&args.root).map_err(|e| {
-            Failure::cannot_create(format!("cannot create {}: {e}", args.root.display()))
-        })?;
-    }
-    if !args.root.is_dir() {
-        return Err(Failure::not_found(format!(
-            "{} is not a directory",
-            args.root.display()
-        )));
+pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<(), Failure> {
+    let local = !args.root.contains("://") || args.root.starts_with("file://");
+    if local {
+        let root = PathBuf::from(args.root.strip_prefix("file://").unwrap_or(&args.root));
+        if args.init {
+            std::fs::create_dir_all(&root).map_err(|e| {
+                Failure::cannot_create(format!("cannot create {}: {e}", root.display()))
+            })?;
+        }
+        if !root.is_dir() {
+            return Err(Failure::not_found(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
     }
     let tokens = match &args.tokens {
         Some(path) => {
@@ -106,7 +112,11 @@ pub async fn run(args: ServeArgs) -> Result<(), Failure> {
         eprintln!("warning: serving {address} without --tokens: anyone who can reach it may write");
     }
     let config = ServerConfig {
-        root: args.root,
+        root: args.root.trim_end_matches('/').to_owned(),
+        store: tributary::StoreOptions {
+            settings: store.store_options.iter().cloned().collect(),
+            ..Default::default()
+        },
         tokens,
         allow_init: args.init,
         tls,

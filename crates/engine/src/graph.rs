@@ -13,7 +13,7 @@ use tributary_publisher::{
     BranchName, CommitId, CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord,
 };
 use tributary_schema::{Catalog, TypeDef, TypeKind};
-use tributary_storage::{GraphStore, OpCounter};
+use tributary_storage::{GraphStore, OpCounter, StoreOptions};
 use tributary_write::Lease;
 
 use crate::error::{
@@ -82,19 +82,22 @@ pub struct GraphSettings {
 impl std::fmt::Debug for Graph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Graph")
-            .field("root", &self.store.root())
+            .field("root", &self.store.location())
             .finish_non_exhaustive()
     }
 }
 
 impl Graph {
-    /// Create a graph at `uri` (a local path or `file://` URI) with the schema `source`.
+    /// Create a graph at `uri` (a local path, `file://` or `s3://bucket/prefix` URI) with
+    /// the schema `source`.
     pub async fn init(uri: &str, source: &str) -> Result<Graph> {
         Graph::builder(uri).init(source).await
     }
 
-    /// Open the graph at `uri`. Opening never writes: writes an earlier process left
-    /// half-done are resolved by the next load or fold (or [`Graph::recover`]).
+    /// Open the graph at `uri`. Opening writes nothing of the graph: writes an earlier
+    /// process left half-done are resolved by the next load or fold (or
+    /// [`Graph::recover`]). On S3 it creates and deletes one probe object, to refuse a
+    /// store that does not honour conditional PUT.
     pub async fn open(uri: &str) -> Result<Graph> {
         Graph::builder(uri).open().await
     }
@@ -105,7 +108,7 @@ impl Graph {
         GraphBuilder {
             uri: uri.to_owned(),
             store: None,
-            counter: None,
+            options: StoreOptions::default(),
             settings: GraphSettings::default(),
         }
     }
@@ -113,9 +116,9 @@ impl Graph {
     /// [`Graph::builder`] over a store the caller configured (or wraps).
     pub fn builder_on(store: GraphStore) -> GraphBuilder {
         GraphBuilder {
-            uri: store.root().display().to_string(),
+            uri: store.location(),
             store: Some(store),
-            counter: None,
+            options: StoreOptions::default(),
             settings: GraphSettings::default(),
         }
     }
@@ -329,7 +332,7 @@ impl WriteTurn {
 pub struct GraphBuilder {
     uri: String,
     store: Option<GraphStore>,
-    counter: Option<OpCounter>,
+    options: StoreOptions,
     settings: GraphSettings,
 }
 
@@ -341,16 +344,39 @@ impl GraphBuilder {
 
     /// Count every object-store operation in `counter` (cost tests and benchmarks).
     pub fn counted(mut self, counter: OpCounter) -> GraphBuilder {
-        self.counter = Some(counter);
+        self.options.counter = Some(counter);
         self
     }
 
-    fn into_store(self) -> Result<(GraphStore, GraphSettings)> {
+    /// Object-store settings (`aws_endpoint`, `aws_region`, ...; on S3 the `AWS_*`
+    /// environment fills what is not given) and wrappers.
+    pub fn store_options(mut self, options: StoreOptions) -> GraphBuilder {
+        let counter = self.options.counter.take();
+        self.options = options;
+        self.options.counter = self.options.counter.take().or(counter);
+        self
+    }
+
+    /// The graph's store, refused if it cannot arbitrate racing commits.
+    async fn into_store(self) -> Result<(GraphStore, GraphSettings)> {
         let store = match self.store {
             Some(store) => store,
-            None => GraphStore::with_counter(&self.uri, self.counter).context(StorageSnafu)?,
+            None => GraphStore::open(&self.uri, self.options).context(StorageSnafu)?,
         };
+        store.check_conditional_put().await.context(StorageSnafu)?;
         Ok((store, self.settings))
+    }
+
+    /// Whether a graph exists there (a reader's check: no probe, nothing written).
+    pub async fn exists(&self) -> Result<bool> {
+        let store = match &self.store {
+            Some(store) => store.clone(),
+            None => GraphStore::open(&self.uri, self.options.clone()).context(StorageSnafu)?,
+        };
+        store
+            .dataset_exists(tributary_publisher::MANIFEST_PATH)
+            .await
+            .context(StorageSnafu)
     }
 
     /// Open the existing graph.
@@ -361,7 +387,7 @@ impl GraphBuilder {
         if fail::list().iter().any(|(name, _)| name == "graph::open") {
             tokio::task::block_in_place(|| fail::fail_point!("graph::open"));
         }
-        let (store, settings) = self.into_store()?;
+        let (store, settings) = self.into_store().await?;
         let publisher = ManifestCasPublisher::open(&store)
             .await
             .context(PublishSnafu)?;
@@ -378,7 +404,7 @@ impl GraphBuilder {
 
     /// Create the graph with the schema `source`; refused if one exists there.
     pub async fn init(self, source: &str) -> Result<Graph> {
-        let (store, settings) = self.into_store()?;
+        let (store, settings) = self.into_store().await?;
         let catalog = Catalog::parse(source).context(SchemaSnafu)?;
         if store
             .dataset_exists(tributary_publisher::MANIFEST_PATH)
@@ -386,7 +412,7 @@ impl GraphBuilder {
             .context(StorageSnafu)?
         {
             return Err(tributary_publisher::Error::AlreadyExists {
-                uri: store.root().display().to_string(),
+                uri: store.location(),
             })
             .context(PublishSnafu);
         }

@@ -135,7 +135,7 @@ impl ManifestCasPublisher {
             .context(StorageSnafu)?
         {
             return AlreadyExistsSnafu {
-                uri: store.root().display().to_string(),
+                uri: store.location(),
             }
             .fail();
         }
@@ -191,7 +191,7 @@ impl ManifestCasPublisher {
             .context(StorageSnafu)?
         {
             return NotAGraphSnafu {
-                uri: store.root().display().to_string(),
+                uri: store.location(),
             }
             .fail();
         }
@@ -501,7 +501,7 @@ impl Publisher for ManifestCasPublisher {
         let value = Self::read_row(&dataset, SCHEMA_KEY)
             .await?
             .context(NotAGraphSnafu {
-                uri: self.store.root().display().to_string(),
+                uri: self.store.location(),
             })?;
         parse(SCHEMA_KEY, &value)
     }

@@ -19,7 +19,6 @@ mod routes;
 mod tls;
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -106,8 +105,10 @@ impl Default for Limits {
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Every graph is a folder directly under this directory.
-    pub root: PathBuf,
+    /// Every graph is a folder directly under this directory (or `s3://` prefix).
+    pub root: String,
+    /// How the graphs' store is reached (S3 settings).
+    pub store: tributary::StoreOptions,
     /// `None`: no authentication (for loopback use).
     pub tokens: Option<Tokens>,
     /// Allow `POST /graphs/{id}` to create graphs.
@@ -174,7 +175,12 @@ impl AppState {
                 "`{id}` is not a graph id (letters, digits, `-`, `_`, `.`; not starting with `.`)"
             )));
         }
-        Ok(self.config.root.join(id).to_string_lossy().into_owned())
+        Ok(format!("{}/{id}", self.config.root))
+    }
+
+    /// How to open or create graph `id`, once its id is checked.
+    fn builder(&self, path: &str) -> tributary::GraphBuilder {
+        Graph::builder(path).store_options(self.config.store.clone())
     }
 
     /// The open graph `id`, opened at its first use.
@@ -184,15 +190,12 @@ impl AppState {
         if let Some(graph) = cell.as_ref().and_then(|cell| cell.get()) {
             return Ok(graph.clone());
         }
-        if !std::path::Path::new(&path)
-            .join("__manifest.lance")
-            .exists()
-        {
+        if !self.builder(&path).exists().await? {
             return Err(ApiError::not_found(format!("no graph `{id}`")));
         }
         let cell = self.cell(id).await;
         let graph = cell
-            .get_or_try_init(|| async { Graph::open(&path).await.map(Arc::new) })
+            .get_or_try_init(|| async { self.builder(&path).open().await.map(Arc::new) })
             .await?;
         Ok(graph.clone())
     }
@@ -210,10 +213,7 @@ impl AppState {
     async fn create_graph(&self, id: &str, schema: &str) -> Result<Arc<Graph>, ApiError> {
         let path = self.path_of(id)?;
         let exists = || ApiError::invalid(format!("graph `{id}` already exists"));
-        if std::path::Path::new(&path)
-            .join("__manifest.lance")
-            .exists()
-        {
+        if self.builder(&path).exists().await? {
             return Err(exists());
         }
         let cell = self.cell(id).await;
@@ -221,7 +221,7 @@ impl AppState {
         let graph = cell
             .get_or_try_init(|| async {
                 created = true;
-                Graph::init(&path, schema).await.map(Arc::new)
+                self.builder(&path).init(schema).await.map(Arc::new)
             })
             .await;
         let graph = match graph {

@@ -1,22 +1,26 @@
 //! Opening Lance datasets of a graph the one right way.
 //!
 //! Every dataset, sidecar and listing of a graph goes through a [`GraphStore`], so that:
-//! - on a local path, every write is fsynced (Lance's own local store never syncs);
+//! - on a local path, every write is fsynced (Lance's own local store never syncs); on S3
+//!   a PUT is durable when it returns, and the store must honour conditional PUT;
 //! - re-opened datasets keep the same store parameters (a plain `Dataset::open` would not);
-//! - cost tests can count object-store operations with one [`OpCounter`].
+//! - cost tests can count object-store operations with one [`OpCounter`], and reliability
+//!   tests inject latency and failures with one [`Faults`].
 
 mod counting;
 mod error;
+mod faults;
 mod kind;
 pub mod lance_text;
 mod wrapper;
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use futures::TryStreamExt;
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::{WriteMode, WriteParams};
-use lance::io::ObjectStoreParams;
+use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
 use lance::session::Session;
 use lance::Dataset;
 use object_store::path::Path;
@@ -25,6 +29,7 @@ use snafu::ResultExt;
 
 pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
 pub use error::{Error, Result};
+pub use faults::{FaultKind, FaultStore, Faults};
 pub use kind::{lance_kind, ErrorKind};
 pub use wrapper::GraphStoreWrapper;
 
@@ -43,49 +48,116 @@ pub fn quote(value: &str) -> String {
 
 use error::{InvalidUriSnafu, LanceSnafu, ObjectStoreSnafu};
 
-/// The root of one graph: a local directory (plain path or `file://` URI).
+/// How a graph's store is reached: settings for the object store, and the wrappers tests
+/// and benchmarks put under a graph.
+#[derive(Debug, Clone, Default)]
+pub struct StoreOptions {
+    /// Object-store settings as Lance takes them (`aws_endpoint`, `aws_region`,
+    /// `aws_access_key_id`, `allow_http`, ...). On S3 the `AWS_*` environment fills what
+    /// is not given here.
+    pub settings: BTreeMap<String, String>,
+    /// Count every object-store operation here.
+    pub counter: Option<OpCounter>,
+    /// Add latency and inject failures under every operation.
+    pub faults: Option<Faults>,
+}
+
+impl StoreOptions {
+    /// Parse `key=value` settings (the CLI's `--store-option`).
+    pub fn parse_setting(text: &str) -> std::result::Result<(String, String), String> {
+        match text.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => {
+                Ok((key.trim().to_owned(), value.to_owned()))
+            }
+            _ => Err(format!("`{text}` is not a key=value store option")),
+        }
+    }
+}
+
+/// Where a graph lives.
+#[derive(Debug, Clone)]
+enum Root {
+    /// An absolute, clean local directory, without a trailing slash.
+    Local(std::path::PathBuf),
+    /// An S3 URL (`s3://bucket/prefix`), without a trailing slash.
+    S3(String),
+}
+
+/// The root of one graph: a local directory (plain path or `file://` URI) or an S3
+/// prefix (`s3://bucket/prefix`).
 #[derive(Debug, Clone)]
 pub struct GraphStore {
-    /// Absolute filesystem path of the graph root, without a trailing slash.
-    root: std::path::PathBuf,
+    root: Root,
     params: ObjectStoreParams,
     session: Arc<Session>,
-    /// The store for sidecars and listings, wrapped exactly like Lance's.
-    raw: Arc<dyn ObjectStore>,
+    /// The store for sidecars and listings, wrapped exactly like Lance's, and the path of
+    /// the root in it; built on first use (an object store's client is made by Lance).
+    raw: Arc<tokio::sync::OnceCell<(Arc<dyn ObjectStore>, Path)>>,
     counter: Option<OpCounter>,
 }
 
 impl GraphStore {
-    /// Open the graph root `uri` (a path or `file://` URI). The directory need not exist.
+    /// Open the graph root `uri`. The directory or prefix need not exist.
     pub fn new(uri: &str) -> Result<Self> {
-        Self::with_counter(uri, None)
+        Self::open(uri, StoreOptions::default())
     }
 
     /// Like [`GraphStore::new`], counting every object-store operation in `counter`.
-    /// Bytes held by the Lance caches (index and metadata) of this graph's session.
-    pub fn cache_bytes(&self) -> u64 {
-        self.session.size_bytes()
+    pub fn with_counter(uri: &str, counter: Option<OpCounter>) -> Result<Self> {
+        Self::open(
+            uri,
+            StoreOptions {
+                counter,
+                ..Default::default()
+            },
+        )
     }
 
-    pub fn with_counter(uri: &str, counter: Option<OpCounter>) -> Result<Self> {
-        let root = local_root(uri)?;
-        let wrapper = Arc::new(GraphStoreWrapper::local(counter.clone()));
+    /// Open the graph root `uri` with `options`.
+    pub fn open(uri: &str, options: StoreOptions) -> Result<Self> {
+        let root = parse_root(uri)?;
+        let local = matches!(root, Root::Local(_));
+        let wrapper = Arc::new(GraphStoreWrapper::new(
+            local,
+            options.counter.clone(),
+            options.faults,
+        ));
+        let raw = Arc::new(tokio::sync::OnceCell::new());
+        if local {
+            let _ = raw.set((wrapper.local_store(), Path::default()));
+        }
+        let settings: HashMap<String, String> = options.settings.into_iter().collect();
         let params = ObjectStoreParams {
-            object_store_wrapper: Some(wrapper.clone()),
+            object_store_wrapper: Some(wrapper),
+            storage_options_accessor: (!settings.is_empty())
+                .then(|| Arc::new(StorageOptionsAccessor::with_static_options(settings))),
             ..Default::default()
         };
-        let raw = wrapper.store();
         Ok(Self {
             root,
             params,
             session: Arc::new(Session::default()),
             raw,
-            counter,
+            counter: options.counter,
         })
     }
 
-    pub fn root(&self) -> &std::path::Path {
-        &self.root
+    /// Bytes held by the Lance caches (index and metadata) of this graph's session.
+    pub fn cache_bytes(&self) -> u64 {
+        self.session.size_bytes()
+    }
+
+    /// The graph's location as users name it: a local path or an `s3://` URL.
+    pub fn location(&self) -> String {
+        match &self.root {
+            Root::Local(path) => path.display().to_string(),
+            Root::S3(url) => url.clone(),
+        }
+    }
+
+    /// Whether the graph lives on a local disk.
+    pub fn is_local(&self) -> bool {
+        matches!(self.root, Root::Local(_))
     }
 
     pub fn counter(&self) -> Option<&OpCounter> {
@@ -99,11 +171,47 @@ impl GraphStore {
 
     /// URI of a dataset below the root, e.g. `nodes/Person.lance`, as Lance must open it.
     ///
-    /// The scheme is Lance's `file-object-store`, not a plain path: for plain paths Lance
-    /// writes data files, deletion files and transactions straight to disk, around the
-    /// store wrapper, so they would be neither fsynced nor counted.
+    /// A local root uses Lance's `file-object-store` scheme, not a plain path: for plain
+    /// paths Lance writes data files, deletion files and transactions straight to disk,
+    /// around the store wrapper, so they would be neither fsynced nor counted.
     pub fn uri_of(&self, relative: &str) -> String {
-        format!("file-object-store://{}/{}", self.root.display(), relative)
+        match &self.root {
+            Root::Local(path) => format!("file-object-store://{}/{relative}", path.display()),
+            Root::S3(url) => format!("{url}/{relative}"),
+        }
+    }
+
+    /// Refuse a store that does not honour conditional PUT (`If-None-Match: *`): every
+    /// commit of Lance and Tributary relies on exactly one of several racing creators
+    /// winning. Local disks do (a link that fails if the name exists).
+    pub async fn check_conditional_put(&self) -> Result<()> {
+        if self.is_local() {
+            return Ok(());
+        }
+        let probe = format!("__probe/{}", uuid::Uuid::new_v4());
+        let first = match self.put_if_absent(&probe, b"1".to_vec()).await {
+            Ok(first) => first,
+            // A reader without write access can read; its writes would fail on their own.
+            Err(Error::ObjectStore {
+                source:
+                    object_store::Error::PermissionDenied { .. }
+                    | object_store::Error::Unauthenticated { .. },
+                ..
+            }) => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let second = self.put_if_absent(&probe, b"2".to_vec()).await?;
+        self.delete(&probe).await?;
+        if first && !second {
+            return Ok(());
+        }
+        InvalidUriSnafu {
+            uri: self.location(),
+            reason: "the store does not honour conditional PUT (If-None-Match: *): a second \
+                     create of one object succeeded, so racing commits could overwrite \
+                     each other; use a store that supports conditional writes",
+        }
+        .fail()
     }
 
     /// Write parameters for a commit to this graph: the graph's store, its session, and no
@@ -151,8 +259,8 @@ impl GraphStore {
 
     /// Whether the dataset at `relative` exists (has at least one version).
     pub async fn dataset_exists(&self, relative: &str) -> Result<bool> {
-        let prefix = self.path_of(&format!("{relative}/_versions"));
-        let mut listing = self.raw.list(Some(&prefix));
+        let (raw, prefix) = self.raw_at(&format!("{relative}/_versions")).await?;
+        let mut listing = raw.list(Some(&prefix));
         let first = listing.try_next().await.context(ObjectStoreSnafu {
             path: prefix.to_string(),
         })?;
@@ -161,9 +269,8 @@ impl GraphStore {
 
     /// Write a small object durably (sidecars).
     pub async fn put(&self, relative: &str, bytes: Vec<u8>) -> Result<()> {
-        let path = self.path_of(relative);
-        self.raw
-            .put(&path, PutPayload::from(bytes))
+        let (raw, path) = self.raw_at(relative).await?;
+        raw.put(&path, PutPayload::from(bytes))
             .await
             .context(ObjectStoreSnafu {
                 path: path.to_string(),
@@ -173,8 +280,8 @@ impl GraphStore {
 
     /// Read a small object, or `None` when it does not exist.
     pub async fn get(&self, relative: &str) -> Result<Option<Vec<u8>>> {
-        let path = self.path_of(relative);
-        match self.raw.get(&path).await {
+        let (raw, path) = self.raw_at(relative).await?;
+        match raw.get(&path).await {
             Ok(result) => {
                 let bytes = result.bytes().await.context(ObjectStoreSnafu {
                     path: path.to_string(),
@@ -190,8 +297,8 @@ impl GraphStore {
 
     /// Delete an object; deleting a missing object is not an error.
     pub async fn delete(&self, relative: &str) -> Result<()> {
-        let path = self.path_of(relative);
-        match self.raw.delete(&path).await {
+        let (raw, path) = self.raw_at(relative).await?;
+        match raw.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(source) => Err(source).context(ObjectStoreSnafu {
                 path: path.to_string(),
@@ -201,8 +308,8 @@ impl GraphStore {
 
     /// Delete every object below `dir`, at any depth. Returns (objects, bytes) removed.
     pub async fn delete_tree(&self, dir: &str) -> Result<(u64, u64)> {
-        let prefix = self.path_of(dir);
-        let mut listing = self.raw.list(Some(&prefix));
+        let (raw, prefix) = self.raw_at(dir).await?;
+        let mut listing = raw.list(Some(&prefix));
         let mut found = Vec::new();
         while let Some(meta) = listing.try_next().await.transpose() {
             match meta {
@@ -217,7 +324,7 @@ impl GraphStore {
         }
         let (mut objects, mut bytes) = (0, 0);
         for meta in found {
-            match self.raw.delete(&meta.location).await {
+            match raw.delete(&meta.location).await {
                 Ok(()) => {
                     objects += 1;
                     bytes += meta.size;
@@ -231,7 +338,9 @@ impl GraphStore {
             }
         }
         // A local directory tree outlives its files; remove what is left of it.
-        let _ = std::fs::remove_dir_all(self.root.join(dir));
+        if let Root::Local(root) = &self.root {
+            let _ = std::fs::remove_dir_all(root.join(dir));
+        }
         Ok((objects, bytes))
     }
 
@@ -247,8 +356,8 @@ impl GraphStore {
 
     /// The objects directly below `dir`: name, size and when each was last written.
     pub async fn entries(&self, dir: &str) -> Result<Vec<Entry>> {
-        let prefix = self.path_of(dir);
-        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
+        let (raw, prefix) = self.raw_at(dir).await?;
+        let listing = match raw.list_with_delimiter(Some(&prefix)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
             Err(source) => {
@@ -273,16 +382,12 @@ impl GraphStore {
     /// Write a small object only if none exists at `relative` (the store arbitrates: of
     /// several processes racing, exactly one creates it). `false` when it already existed.
     pub async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {
-        let path = self.path_of(relative);
+        let (raw, path) = self.raw_at(relative).await?;
         let options = object_store::PutOptions {
             mode: object_store::PutMode::Create,
             ..Default::default()
         };
-        match self
-            .raw
-            .put_opts(&path, PutPayload::from(bytes), options)
-            .await
-        {
+        match raw.put_opts(&path, PutPayload::from(bytes), options).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(source) => Err(source).context(ObjectStoreSnafu {
@@ -305,8 +410,8 @@ impl GraphStore {
 
     /// When the object at `relative` was last written, or `None` if it does not exist.
     pub async fn modified_at(&self, relative: &str) -> Result<Option<std::time::SystemTime>> {
-        let path = self.path_of(relative);
-        match self.raw.head(&path).await {
+        let (raw, path) = self.raw_at(relative).await?;
+        match raw.head(&path).await {
             Ok(meta) => Ok(Some(meta.last_modified.into())),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(source) => Err(source).context(ObjectStoreSnafu {
@@ -317,8 +422,8 @@ impl GraphStore {
 
     /// The earliest modification time of the objects directly below `dir`, if any.
     pub async fn modified(&self, dir: &str) -> Result<Option<std::time::SystemTime>> {
-        let prefix = self.path_of(dir);
-        let listing = match self.raw.list_with_delimiter(Some(&prefix)).await {
+        let (raw, prefix) = self.raw_at(dir).await?;
+        let listing = match raw.list_with_delimiter(Some(&prefix)).await {
             Ok(listing) => listing,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(source) => {
@@ -334,20 +439,54 @@ impl GraphStore {
             .min())
     }
 
-    fn path_of(&self, relative: &str) -> Path {
-        // The wrapped store is rooted at `/`, like Lance's own local store.
-        Path::from(format!("{}/{}", self.root.display(), relative).trim_start_matches('/'))
+    /// The store for sidecars and listings, and the path of `relative` in it.
+    async fn raw_at(&self, relative: &str) -> Result<(Arc<dyn ObjectStore>, Path)> {
+        let (store, base) = self
+            .raw
+            .get_or_try_init(|| async {
+                let uri = self.uri_of("");
+                let uri = uri.trim_end_matches('/');
+                let (store, base) = lance::io::ObjectStore::from_uri_and_params(
+                    self.session.store_registry(),
+                    uri,
+                    &self.params,
+                )
+                .await
+                .context(LanceSnafu { uri })?;
+                Ok::<_, Error>((store.inner.clone(), base))
+            })
+            .await?;
+        let path = match &self.root {
+            // The local store is rooted at `/`, like Lance's own.
+            Root::Local(root) => {
+                Path::from(format!("{}/{relative}", root.display()).trim_start_matches('/'))
+            }
+            Root::S3(_) => Path::from(format!("{base}/{relative}").trim_start_matches('/')),
+        };
+        Ok((store.clone(), path))
     }
 }
 
-/// Resolve a graph URI to an absolute local directory.
-fn local_root(uri: &str) -> Result<std::path::PathBuf> {
+/// Resolve a graph URI to an S3 prefix or an absolute local directory.
+fn parse_root(uri: &str) -> Result<Root> {
+    if let Some(rest) = uri.strip_prefix("s3://") {
+        let rest = rest.trim_end_matches('/');
+        let bucket = rest.split('/').next().unwrap_or_default();
+        if bucket.is_empty() || rest.split('/').any(|part| part.is_empty() || part == "..") {
+            return InvalidUriSnafu {
+                uri,
+                reason: "an S3 location is s3://bucket/prefix, with no empty or `..` parts",
+            }
+            .fail();
+        }
+        return Ok(Root::S3(format!("s3://{rest}")));
+    }
     let path = if let Some(rest) = uri.strip_prefix("file://") {
         std::path::PathBuf::from(rest)
     } else if uri.contains("://") {
         return InvalidUriSnafu {
             uri,
-            reason: "only local paths and file:// URIs are supported",
+            reason: "only local paths, file:// and s3:// URIs are supported",
         }
         .fail();
     } else {
@@ -381,7 +520,7 @@ fn local_root(uri: &str) -> Result<std::path::PathBuf> {
             other => clean.push(other),
         }
     }
-    Ok(clean)
+    Ok(Root::Local(clean))
 }
 
 #[cfg(test)]
@@ -391,13 +530,28 @@ mod tests {
     #[test]
     fn roots_are_absolute_and_clean() {
         let store = GraphStore::new("file:///tmp/a/../b/./g").unwrap();
-        assert_eq!(store.root(), std::path::Path::new("/tmp/b/g"));
+        assert_eq!(store.location(), "/tmp/b/g");
         assert_eq!(
             store.uri_of("nodes/P.lance"),
             "file-object-store:///tmp/b/g/nodes/P.lance"
         );
-        assert!(GraphStore::new("s3://bucket/x").is_err());
-        assert!(GraphStore::new("").is_err());
+        let remote = GraphStore::new("s3://bucket/x/g/").unwrap();
+        assert_eq!(remote.location(), "s3://bucket/x/g");
+        assert_eq!(
+            remote.uri_of("nodes/P.lance"),
+            "s3://bucket/x/g/nodes/P.lance"
+        );
+        assert!(!remote.is_local());
+        for bad in [
+            "s3://",
+            "s3:///x",
+            "s3://b//x",
+            "s3://b/../x",
+            "gs://b/x",
+            "",
+        ] {
+            assert!(GraphStore::new(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -6,38 +6,59 @@ use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 
 use crate::counting::{CountingStore, OpCounter};
+use crate::faults::{FaultStore, Faults};
 
-/// The store every Lance dataset of a local graph is opened through: object_store's local
-/// filesystem with fsync on (files and their parent directories), optionally counted.
-///
-/// Lance hands us its own unsynced local store; we replace it rather than wrap it, since
-/// its writes cannot be made durable from outside.
+/// The store every Lance dataset of a graph is opened through. On a local graph it is
+/// object_store's local filesystem with fsync on (files and their parent directories):
+/// Lance hands us its own unsynced local store, and we replace it rather than wrap it,
+/// since its writes cannot be made durable from outside. On an object store Lance's own
+/// client is kept (a PUT is durable when it returns). Either way the store is optionally
+/// faulted (latency and injected failures, nearest the store) and counted (outermost, so
+/// the counts are what Tributary and Lance asked for).
 #[derive(Debug)]
 pub struct GraphStoreWrapper {
+    local: bool,
     counter: Option<OpCounter>,
+    faults: Option<Faults>,
 }
 
 impl GraphStoreWrapper {
-    pub fn local(counter: Option<OpCounter>) -> Self {
-        Self { counter }
+    pub fn new(local: bool, counter: Option<OpCounter>, faults: Option<Faults>) -> Self {
+        Self {
+            local,
+            counter,
+            faults,
+        }
     }
 
-    /// The fsyncing (and counting, if asked) local store.
-    pub fn store(&self) -> Arc<dyn ObjectStore> {
-        let local: Arc<dyn ObjectStore> = Arc::new(LocalFileSystem::new().with_fsync(true));
+    /// The local store (fsyncing) wrapped as this graph's stores are.
+    pub fn local_store(&self) -> Arc<dyn ObjectStore> {
+        self.layer(Arc::new(LocalFileSystem::new().with_fsync(true)))
+    }
+
+    fn layer(&self, store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        let store = match &self.faults {
+            Some(faults) => Arc::new(FaultStore::new(store, faults.clone())),
+            None => store,
+        };
         match &self.counter {
-            Some(counter) => Arc::new(CountingStore::new(local, counter.clone())),
-            None => local,
+            Some(counter) => Arc::new(CountingStore::new(store, counter.clone())),
+            None => store,
         }
     }
 }
 
 impl WrappingObjectStore for GraphStoreWrapper {
-    fn wrap(&self, _store_prefix: &str, _original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
-        self.store()
+    fn wrap(&self, _store_prefix: &str, original: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+        if self.local {
+            self.local_store()
+        } else {
+            self.layer(original)
+        }
     }
 
-    // Listings must reach the replacement store (and its counter), not Lance's original.
+    // Listings must reach the wrapped store (its fsync, faults and counter), not Lance's
+    // original.
     fn wrap_paginated(
         &self,
         _store_prefix: &str,

@@ -141,7 +141,7 @@ fn number_of(name: &str) -> Option<u64> {
 /// The key of a lease object in this process's in-flight registry: the graph root too, as
 /// one process may write several graphs.
 fn registry_key(store: &GraphStore, path: &str) -> String {
-    format!("{}/{path}", store.root().display())
+    format!("{}/{path}", store.location())
 }
 
 fn object(dir: &str, number: u64) -> String {

@@ -20,7 +20,8 @@ pub async fn ack_tails(producers: usize, duration: Duration) {
         .await
         .expect("init");
     let config = ServerConfig {
-        root,
+        root: root.display().to_string(),
+        store: Default::default(),
         tokens: None,
         allow_init: false,
         limits: Limits::default(),

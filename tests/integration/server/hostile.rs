@@ -363,7 +363,8 @@ async fn a_stopping_server_ends_live_streams_with_a_record() {
         .await
         .unwrap();
     let config = ServerConfig {
-        root: root.clone(),
+        root: root.display().to_string(),
+        store: Default::default(),
         tokens: None,
         allow_init: false,
         limits: Limits::default(),

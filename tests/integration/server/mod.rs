@@ -69,7 +69,8 @@ async fn start(tokens: Option<&str>, limits: Limits) -> Server {
         .await
         .unwrap();
     let config = ServerConfig {
-        root,
+        root: root.display().to_string(),
+        store: Default::default(),
         tokens: tokens.map(|t| Tokens::parse(t).unwrap()),
         allow_init: true,
         limits,

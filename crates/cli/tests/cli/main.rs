@@ -9,7 +9,12 @@ mod remote;
 mod restarts;
 mod torture;
 
-pub(crate) use remote::{serve, Served};
+// Shared with the library's tests; the CLI's reach the server by environment only.
+#[allow(dead_code)]
+#[path = "../../../../tests/src/s3_server.rs"]
+mod s3_server;
+
+pub(crate) use remote::{serve, serve_by, Served};
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

@@ -2,7 +2,7 @@
 //! tokens and TLS.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use crate::{bin, example_graph, examples, ok, run};
 
@@ -21,9 +21,13 @@ impl Drop for Served {
 }
 
 pub(crate) fn serve(root: &std::path::Path, extra: &[&str]) -> Served {
+    serve_by(bin(), &root.to_string_lossy(), extra)
+}
+
+/// `tributary serve ROOT` started by `command` (with its environment, say).
+pub(crate) fn serve_by(mut command: Command, root: &str, extra: &[&str]) -> Served {
     use std::io::{BufRead, BufReader};
-    let mut command = bin();
-    command.args(["serve", &root.to_string_lossy()]);
+    command.args(["serve", root]);
     if !extra.contains(&"--bind") {
         command.args(["--bind", "127.0.0.1:0"]);
     }

@@ -10,6 +10,10 @@
 //! unknown: a killed process may have made it durable); no interrupted write is left
 //! unresolved; the commit log is a chain.
 //!
+//! Run twice: on a local disk, and on the test S3 server failing some of its requests
+//! (refused, applied with the response lost, refused slowly), reached by the standard
+//! AWS environment as a deployment would.
+//!
 //! Seeded and replayable: the seed is printed; `TORTURE_SEED=<n>` replays one run and
 //! `TORTURE_OPS=<n>` sets its length (default 300 operations, under a minute here).
 
@@ -18,7 +22,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use super::{bin, empty_graph, ok, run, serve, Served};
+use std::path::PathBuf;
+
+use super::s3_server::{self, S3Server};
+use super::{bin, empty_graph, examples, serve_by, Served};
 
 /// xorshift64*: small, deterministic, no dependency.
 struct Rng(u64);
@@ -120,8 +127,100 @@ fn sigterm(child: &std::process::Child) {
         .status();
 }
 
+/// Where a run's graph lives, and how its processes reach it.
+struct Place {
+    /// Scratch files; on a local disk also the folder of the graphs.
+    dir: tempfile::TempDir,
+    /// What embedded commands name.
+    graph: String,
+    /// What `serve` is given (the graph's id there is `g`).
+    root: String,
+    env: Vec<(String, String)>,
+    /// The graph's `__recovery` folder, on the disk that holds it.
+    recovery: PathBuf,
+    /// The S3 server holding the graph (injecting faults); stopped when dropped.
+    s3: Option<S3Server>,
+}
+
+impl Place {
+    fn local() -> Place {
+        let (dir, graph) = empty_graph();
+        Place {
+            root: dir.path().to_string_lossy().into_owned(),
+            recovery: dir.path().join("g").join("__recovery"),
+            dir,
+            graph,
+            env: Vec::new(),
+            s3: None,
+        }
+    }
+
+    /// A graph on the test S3 server, started with `flags`; its processes reach it by the
+    /// standard AWS environment.
+    fn s3(flags: &[&str]) -> Place {
+        let server = S3Server::start_with(flags);
+        let place = Place {
+            dir: tempfile::tempdir().unwrap(),
+            graph: server.uri("g"),
+            root: server.uri(""),
+            env: server.env(),
+            recovery: server
+                .dir
+                .path()
+                .join(s3_server::BUCKET)
+                .join("g/__recovery"),
+            s3: Some(server),
+        };
+        let schema = examples().join("schema.tg");
+        place.ok(&["init", &place.graph, "--schema", &schema.to_string_lossy()]);
+        place
+    }
+
+    fn command(&self) -> std::process::Command {
+        let mut command = bin();
+        command.envs(self.env.iter().map(|(k, v)| (k, v)));
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        self.command().args(args).output().expect("run tributary")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "tributary {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("utf-8 output")
+    }
+
+    /// A fold that must succeed: on a store that fails requests, after a few tries.
+    fn fold(&self, args: &[&str]) {
+        let tries = if self.s3.is_some() { 5 } else { 1 };
+        for _ in 1..tries {
+            if self.run(args).status.success() {
+                return;
+            }
+        }
+        self.ok(args);
+    }
+}
+
 #[test]
 fn many_processes_killed_at_random_lose_and_revert_nothing() {
+    torture(Place::local(), 300);
+}
+
+/// The same on S3, the server failing 3% of requests (refused, applied with the response
+/// lost, refused slowly); the client retries as S3 clients do.
+#[test]
+fn on_s3_with_failing_requests_many_processes_killed_at_random_lose_and_revert_nothing() {
+    torture(Place::s3(&["--fail-percent", "3", "--seed", "17"]), 120);
+}
+
+fn torture(place: Place, default_operations: u64) {
     let seed = std::env::var("TORTURE_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -135,11 +234,11 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
     let operations: u64 = std::env::var("TORTURE_OPS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(default_operations);
     eprintln!("torture: TORTURE_SEED={seed} TORTURE_OPS={operations}");
     let mut rng = Rng(seed);
-    let (dir, graph) = empty_graph();
-    let input = dir.path().join("op.ndjson");
+    let graph = place.graph.clone();
+    let input = place.dir.path().join("op.ndjson");
     let input_path = input.to_string_lossy().into_owned();
     let mut server: Option<Served> = None;
     let mut oracle = Oracle::default();
@@ -149,12 +248,12 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
         tally.operations += 1;
         let rows = writes(&mut rng, op);
         std::fs::write(&input, text(&rows)).unwrap();
-        let served = server.get_or_insert_with(|| serve(dir.path(), &[]));
+        let served = server.get_or_insert_with(|| serve_by(place.command(), &place.root, &[]));
         let url = served.url.clone();
         match rng.below(10) {
             // A remote ingest through the server.
             0 | 1 => {
-                let output = run(&[
+                let output = place.run(&[
                     "ingest",
                     "g",
                     &input_path,
@@ -183,7 +282,7 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                 if !fold {
                     args.push("--no-fold");
                 }
-                let output = run(&args);
+                let output = place.run(&args);
                 settle(
                     &mut oracle,
                     &mut tally,
@@ -193,7 +292,8 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
             }
             // An embedded ingest killed after some acknowledgements.
             4 => {
-                let mut child = bin()
+                let mut child = place
+                    .command()
                     .args(["ingest", &graph, "-", "--format", "json", "--no-fold"])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
@@ -227,7 +327,7 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
                 } else {
                     args.extend(["--server", url.as_str()]);
                 }
-                let output = run(&args);
+                let output = place.run(&args);
                 let through = if output.status.success() {
                     rows.len() as u64
                 } else {
@@ -237,7 +337,8 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
             }
             // A remote load whose client goes away mid-request.
             7 => {
-                let mut child = bin()
+                let mut child = place
+                    .command()
                     .args(["load", "g", &input_path, "--server", &url])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
@@ -271,9 +372,9 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
             // A fold, embedded or through the server.
             _ => {
                 if rng.below(2) == 0 {
-                    ok(&["ingest", "fold", &graph]);
+                    place.fold(&["ingest", "fold", &graph]);
                 } else {
-                    ok(&["ingest", "fold", "g", "--server", &url]);
+                    place.fold(&["ingest", "fold", "g", "--server", &url]);
                 }
                 tally.folds += 1;
             }
@@ -284,11 +385,11 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
         let status = wait_bounded(&mut stopped.child);
         assert!(status.success(), "seed {seed}: serve exited with {status}");
     }
-    ok(&["ingest", "fold", &graph]);
+    place.fold(&["ingest", "fold", &graph]);
     tally.folds += 1;
 
     // Every acknowledged key once, each with an allowed value.
-    let rows = ok(&[
+    let rows = place.ok(&[
         "read", &graph, "Person", "--select", "id,bio", "--format", "ndjson",
     ]);
     let mut seen = HashSet::new();
@@ -315,22 +416,23 @@ fn many_processes_killed_at_random_lose_and_revert_nothing() {
         }
     }
     // Nothing half-done is left, and the log is a chain from the head to the first commit.
-    let recovery = dir.path().join("g").join("__recovery");
-    // (`name#n` files are the local store's staging files of a put a kill cut short.)
-    let left: Vec<_> = std::fs::read_dir(&recovery)
+    let recovery = &place.recovery;
+    // (`name#n` files are the local store's staging files of a put a kill cut short;
+    // dot files the S3 server's.)
+    let left: Vec<_> = std::fs::read_dir(recovery)
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|name| !name.contains('#'))
+                .filter(|name| !name.contains('#') && !name.starts_with('.'))
                 .collect()
         })
         .unwrap_or_default();
     assert!(left.is_empty(), "seed {seed}: left behind {left:?}");
-    let log: Vec<serde_json::Value> =
-        ok(&["log", &graph, "--limit", "100000", "--format", "ndjson"])
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+    let log: Vec<serde_json::Value> = place
+        .ok(&["log", &graph, "--limit", "100000", "--format", "ndjson"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let mut ids = HashSet::new();
     for (i, commit) in log.iter().enumerate() {
         let id = commit["commit"].as_str().unwrap();

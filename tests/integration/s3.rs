@@ -1,0 +1,428 @@
+//! Graphs on S3: the test S3 server (tests/s3-server, started per test), the same write
+//! paths as on a local disk, and the same oracle under injected latency and failures.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow_array::{Array, StringArray};
+use tributary::{Graph, ReadOptions, StoreOptions};
+use tributary_storage::{FaultKind, Faults};
+use tributary_tests::s3_server::S3Server;
+use tributary_tests::{ndjson, s3_options, SCHEMA};
+
+fn line(key: &str, value: &str) -> String {
+    format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{key}\",\"bio\":\"{value}\"}}}}")
+}
+
+/// Every Person row as (name, bio), in key order; a key seen twice is a failure.
+async fn people(graph: &Graph) -> BTreeMap<String, String> {
+    let batch = graph.read("Person", &ReadOptions::default()).await.unwrap();
+    let names = batch
+        .column_by_name("name")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .clone();
+    let bios = batch
+        .column_by_name("bio")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<StringArray>()
+        .unwrap()
+        .clone();
+    let mut rows = BTreeMap::new();
+    for i in 0..batch.num_rows() {
+        let bio = if bios.is_null(i) {
+            String::new()
+        } else {
+            bios.value(i).to_owned()
+        };
+        let before = rows.insert(names.value(i).to_owned(), bio);
+        assert!(before.is_none(), "{} is visible twice", names.value(i));
+    }
+    rows
+}
+
+/// The log of `main` is a chain from the head to the first commit.
+async fn assert_chain(graph: &Graph) {
+    let log = graph.log("main", 100_000).await.unwrap();
+    for pair in log.windows(2) {
+        assert_eq!(
+            pair[0].parent.as_ref(),
+            Some(&pair[1].id),
+            "the log is not a chain"
+        );
+    }
+    assert_eq!(
+        log.last().unwrap().parent,
+        None,
+        "the chain does not end at init"
+    );
+}
+
+#[tokio::test]
+async fn a_graph_on_s3_loads_ingests_folds_and_reopens() {
+    let s3 = S3Server::start();
+    let uri = s3.uri("people");
+    let graph = Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .init(SCHEMA)
+        .await
+        .unwrap();
+    let loaded: Vec<String> = (0..5).map(|i| line(&format!("l{i}"), "loaded")).collect();
+    graph
+        .load(&ndjson(&loaded), &Default::default())
+        .await
+        .unwrap();
+    let streamed: Vec<String> = (0..7).map(|i| line(&format!("s{i}"), "streamed")).collect();
+    let ack = graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(&streamed))
+        .await
+        .unwrap();
+    assert_eq!(ack.durable_rows, 7);
+    assert_eq!(
+        people(&graph).await.len(),
+        5,
+        "ingest is not visible before a fold"
+    );
+    graph.fold("main").await.unwrap();
+    assert_eq!(people(&graph).await.len(), 12);
+    graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    drop(graph);
+
+    // Everything lives in the bucket: another handle sees the same graph.
+    let reopened = Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .open()
+        .await
+        .unwrap();
+    assert_eq!(people(&reopened).await.len(), 12);
+    assert_chain(&reopened).await;
+    assert!(
+        s3.dir
+            .path()
+            .join("graphs/people/__manifest.lance")
+            .is_dir(),
+        "the graph is not in the bucket"
+    );
+}
+
+#[tokio::test]
+async fn a_store_that_ignores_conditional_put_is_refused_before_anything_is_written() {
+    let s3 = S3Server::start_with(&["--ignore-conditional-writes"]);
+    let uri = s3.uri("unsafe");
+    let error = Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .init(SCHEMA)
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("conditional PUT") && message.contains(&uri),
+        "{message}"
+    );
+    assert_eq!(
+        error.kind(),
+        tributary::ErrorKind::InvalidInput,
+        "{message}"
+    );
+    let left: Vec<_> = walk(&s3.dir.path().join("graphs"));
+    assert!(left.is_empty(), "a refused init left {left:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// What each key may show at the end: the value of its last acknowledged write, or of a
+/// later write whose outcome is unknown (it failed, but may have landed).
+#[derive(Default)]
+struct Oracle {
+    allowed: BTreeMap<String, Vec<String>>,
+    acknowledged: BTreeSet<String>,
+}
+
+impl Oracle {
+    fn acknowledged(&mut self, key: &str, value: &str) {
+        self.allowed.insert(key.to_owned(), vec![value.to_owned()]);
+        self.acknowledged.insert(key.to_owned());
+    }
+
+    fn maybe(&mut self, key: &str, value: &str) {
+        self.allowed
+            .entry(key.to_owned())
+            .or_default()
+            .push(value.to_owned());
+    }
+
+    fn check(&self, seen: &BTreeMap<String, String>, context: &str) {
+        for key in &self.acknowledged {
+            assert!(
+                seen.contains_key(key),
+                "{context}: acknowledged {key} is lost"
+            );
+        }
+        for (key, value) in seen {
+            let allowed = self.allowed.get(key).map(Vec::as_slice).unwrap_or(&[]);
+            assert!(
+                allowed.contains(value),
+                "{context}: {key} shows {value}, allowed {allowed:?}"
+            );
+        }
+    }
+}
+
+/// Loads, ingest sends, folds and cleanups against a store that fails `rate` of its
+/// operations (every kind of fault), then a last fold on a healthy store: the oracle holds.
+async fn run_under_faults(uri: &str, healthy: StoreOptions, faults: Faults, seed: u64) {
+    let graph = Graph::builder(uri)
+        .store_options(StoreOptions {
+            faults: Some(faults.clone()),
+            ..healthy.clone()
+        })
+        .init(SCHEMA)
+        .await
+        .unwrap();
+    let mut oracle = Oracle::default();
+    let mut rng = seed;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let mut failures = 0;
+    for op in 0..60u64 {
+        let rows: BTreeMap<String, String> = (0..=next(3))
+            .map(|_| {
+                let key = format!("k{}", next(10));
+                let value = format!("op{op}-{key}");
+                (key, value)
+            })
+            .collect();
+        let text = ndjson(&rows.iter().map(|(k, v)| line(k, v)).collect::<Vec<_>>());
+        match next(5) {
+            0 | 1 => match graph.load(&text, &Default::default()).await {
+                Ok(_) => rows.iter().for_each(|(k, v)| oracle.acknowledged(k, v)),
+                Err(_) => {
+                    failures += 1;
+                    rows.iter().for_each(|(k, v)| oracle.maybe(k, v));
+                }
+            },
+            2 | 3 => {
+                let sent = match graph.ingest("main") {
+                    Ok(ingestor) => ingestor.send(1, &text).await,
+                    Err(error) => Err(error),
+                };
+                match sent {
+                    Ok(ack) if ack.durable_rows == rows.len() as u64 => {
+                        rows.iter().for_each(|(k, v)| oracle.acknowledged(k, v))
+                    }
+                    _ => {
+                        failures += 1;
+                        rows.iter().for_each(|(k, v)| oracle.maybe(k, v));
+                    }
+                }
+            }
+            _ => {
+                if graph.fold("main").await.is_err() {
+                    failures += 1;
+                }
+                if next(4) == 0 && graph.cleanup(std::time::Duration::ZERO).await.is_err() {
+                    failures += 1;
+                }
+            }
+        }
+    }
+    // The store heals; whatever was left half-done is resolved and everything folds.
+    faults.set_rate(0.0);
+    graph.close_writers().await.unwrap();
+    graph.recover().await.unwrap();
+    graph.fold("main").await.unwrap();
+    let injected = faults.injected();
+    assert!(
+        injected.values().sum::<u64>() > 0 && failures > 0,
+        "no fault struck: {injected:?}"
+    );
+    let context = format!("seed {seed}, faults {injected:?}, {failures} failed operations");
+    oracle.check(&people(&graph).await, &context);
+    assert_chain(&graph).await;
+    drop(graph);
+    // A process that starts afterwards, on a healthy store, sees the same.
+    let reopened = Graph::builder(uri)
+        .store_options(healthy)
+        .open()
+        .await
+        .unwrap();
+    oracle.check(&people(&reopened).await, &context);
+}
+
+#[tokio::test]
+async fn on_s3_with_failing_operations_no_acknowledged_write_is_lost_or_doubled() {
+    let s3 = S3Server::start();
+    let faults = Faults::new().with_random(0.03, 7);
+    run_under_faults(&s3.uri("faulty"), s3_options(&s3), faults, 0x5eed).await;
+}
+
+#[tokio::test]
+async fn on_a_local_disk_with_failing_operations_no_acknowledged_write_is_lost_or_doubled() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let faults = Faults::new().with_random(0.03, 11);
+    run_under_faults(&uri, StoreOptions::default(), faults, 0xfeed).await;
+}
+
+/// Every object a commit creates conditionally, with its response lost once, both ways a
+/// client hears it (an error, or its retry's "already exists"): the write either fails
+/// and is resolved, or succeeds; nothing is doubled or lost.
+#[tokio::test]
+async fn a_lost_response_on_each_conditional_create_is_resolved_safely() {
+    let s3 = S3Server::start();
+    for (round, (pattern, kind)) in [
+        ("_versions/", FaultKind::LostThenRetried),
+        ("_versions/", FaultKind::LostResponse),
+        ("__manifest.lance/_versions/", FaultKind::LostThenRetried),
+        ("__manifest.lance/_versions/", FaultKind::LostResponse),
+        ("_mem_wal/", FaultKind::LostThenRetried),
+        ("_mem_wal/", FaultKind::LostResponse),
+        ("__recovery/", FaultKind::LostThenRetried),
+        ("__leases/", FaultKind::LostThenRetried),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let faults = Faults::new();
+        let mut options = s3_options(&s3);
+        options.faults = Some(faults.clone());
+        let uri = s3.uri(&format!("lost{round}"));
+        let graph = Graph::builder(&uri)
+            .store_options(options)
+            .init(SCHEMA)
+            .await
+            .unwrap();
+        let mut oracle = Oracle::default();
+        let context = format!("{kind:?} on {pattern}");
+        // A load, a send and a fold, each meeting the fault once where it writes such an
+        // object (a rule its step never meets is dropped after it).
+        for (step, value) in ["load", "send", "fold"].into_iter().enumerate() {
+            let key = format!("k{step}");
+            let text = ndjson(&[line(&key, value)]);
+            if value == "fold" {
+                let sent = graph.ingest("main").unwrap().send(1, &text).await;
+                assert!(sent.is_ok(), "{context}: {sent:?}");
+                oracle.acknowledged(&key, value);
+            }
+            faults.fail_next(pattern, kind, 1);
+            let ok = match value {
+                "load" => graph.load(&text, &Default::default()).await.is_ok(),
+                "send" => graph
+                    .ingest("main")
+                    .unwrap()
+                    .send(1, &text)
+                    .await
+                    .is_ok_and(|ack| ack.durable_rows == 1),
+                _ => graph.fold("main").await.is_ok(),
+            };
+            faults.clear_rules();
+            match (value, ok) {
+                ("fold", _) => {}
+                (_, true) => oracle.acknowledged(&key, value),
+                (_, false) => oracle.maybe(&key, value),
+            }
+        }
+        // The writer a fault fenced heals: the next send is acknowledged.
+        let healed = graph
+            .ingest("main")
+            .unwrap()
+            .send(1, &ndjson(&[line("k9", "after")]))
+            .await;
+        assert!(healed.is_ok_and(|ack| ack.durable_rows == 1), "{context}");
+        oracle.acknowledged("k9", "after");
+        graph.close_writers().await.unwrap();
+        graph.recover().await.unwrap();
+        graph.fold("main").await.unwrap();
+        oracle.check(&people(&graph).await, &context);
+        assert_chain(&graph).await;
+    }
+}
+
+/// On S3 the commit point is as flat as on a local disk: a publish, a head read, a
+/// snapshot open and `log --limit 10` make the same object-store calls at 10 and 10,000
+/// commits. Lance reads S3 in 64 KiB blocks, where a local disk is read in 4 KiB ones, so
+/// a probe of the deeper index may read a few blocks more (measured: `log --limit 10` 55 KB
+/// at 10 commits, 217 KB at 10,000, in the same 47 calls).
+#[tokio::test]
+async fn on_s3_the_commit_point_costs_the_same_at_10_and_10000_commits() {
+    let s3 = S3Server::start();
+    crate::publisher::assert_commit_point_is_flat(
+        &s3.uri("shallow"),
+        &s3.uri("deep"),
+        s3_options(&s3),
+        262_144.0,
+    )
+    .await;
+}
+
+/// One acknowledged send is one WAL PUT on S3, and a send costs the same at WAL depth 1
+/// and 100 and after 300 more commits.
+#[tokio::test]
+async fn on_s3_one_acknowledged_send_is_one_wal_put_whatever_the_depth_and_history() {
+    let s3 = S3Server::start();
+    let counter = tributary::OpCounter::new();
+    let options = StoreOptions {
+        counter: Some(counter.clone()),
+        ..s3_options(&s3)
+    };
+    let graph = Graph::builder(&s3.uri("sends"))
+        .store_options(options)
+        .init(SCHEMA)
+        .await
+        .unwrap();
+    let ingest = graph.ingest("main").unwrap();
+    let mut sent = 0u64;
+    let mut send = || {
+        sent += 1;
+        let text = ndjson(&[line(&format!("p{sent}"), "x")]);
+        let counter = counter.clone();
+        let ingest = &ingest;
+        async move {
+            let before = counter.snapshot();
+            let ack = ingest.send(sent, &text).await.unwrap();
+            assert_eq!(ack.durable_rows, 1);
+            counter.snapshot().since(&before)
+        }
+    };
+    send().await; // enrollment and writer open
+    let at_depth_1 = send().await;
+    assert_eq!(
+        at_depth_1.ops,
+        BTreeMap::from([((tributary::OpKind::Put, tributary::PathClass::MemWal), 1)]),
+        "a send is one WAL PUT: {at_depth_1}"
+    );
+    for _ in 0..98 {
+        send().await;
+    }
+    assert_eq!(send().await.ops, at_depth_1.ops, "WAL depth 1 vs 100");
+    for i in 0..30 {
+        graph
+            .load(&ndjson(&[line(&format!("l{i}"), "x")]), &Default::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        send().await.ops,
+        at_depth_1.ops,
+        "commit history 1 vs 30 loads"
+    );
+}

@@ -68,6 +68,17 @@ pub async fn counted_graph() -> (TempDir, String, Graph, tributary::OpCounter) {
     (dir, uri, graph, counter)
 }
 
+/// Print the engine's and Lance's log (info and above) on stderr when `TRIBUTARY_TEST_LOG`
+/// is set: for a test that misbehaves.
+pub fn log_if_asked() {
+    if std::env::var_os("TRIBUTARY_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+            .try_init();
+    }
+}
+
 /// The store options that reach the test S3 server `server`.
 pub fn s3_options(server: &s3_server::S3Server) -> tributary::StoreOptions {
     tributary::StoreOptions {

@@ -195,7 +195,7 @@ impl Graph {
         // writer opened after the freeze below would keep it out of the fold.
         let _opening = self.streaming.opening.lock().await;
         for writer in self.streaming.writers_of(branch) {
-            match writer.freeze().await {
+            match writer.freeze(self.settings.writer.flush_patience).await {
                 Ok(()) => {}
                 Err(error) if error.is_fenced() => {
                     tracing::info!(%error, "a writer of this process was fenced; dropping it");

@@ -668,7 +668,7 @@ impl Graph {
             let closed = match Arc::try_unwrap(writer) {
                 Ok(writer) => writer.close().await,
                 // A send still holds it: flush what it acknowledged so far instead.
-                Err(writer) => writer.freeze().await,
+                Err(writer) => writer.freeze(self.settings.writer.flush_patience).await,
             };
             match closed {
                 Ok(()) => {}

@@ -38,6 +38,17 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },
 
+    #[snafu(display(
+        "{table} shard {shard}: its memtable did not flush within {seconds} s (Lance retries a \
+         failing flush, waiting longer each time); what it holds is durable in the WAL, and a \
+         later fold takes it"
+    ))]
+    FlushStalled {
+        table: String,
+        shard: String,
+        seconds: u64,
+    },
+
     /// The put a send was grouped into stopped before it reported: its rows may or may not
     /// be durable, and the send is not acknowledged.
     #[snafu(display(
@@ -141,7 +152,9 @@ impl Error {
         use tributary_storage::ErrorKind;
         match self {
             Error::Fenced { .. } => ErrorKind::Fenced,
-            Error::Backpressure { .. } | Error::Interrupted { .. } => ErrorKind::Unavailable,
+            Error::Backpressure { .. } | Error::Interrupted { .. } | Error::FlushStalled { .. } => {
+                ErrorKind::Unavailable
+            }
             Error::PrimaryKeyMismatch { .. }
             | Error::InvalidSetting { .. }
             | Error::Sealed { .. } => ErrorKind::InvalidInput,

@@ -23,6 +23,10 @@ pub struct WriterSettings {
     pub memtable_bytes: usize,
     /// Sends wait, then fail with back-pressure, above this many unflushed bytes.
     pub max_unflushed_bytes: usize,
+    /// How long a fold waits for a memtable's flush. Lance retries a failing flush (a
+    /// store that keeps failing), waiting longer each time; past this the fold gives up as
+    /// unavailable, nothing changed, and a later one takes the rows.
+    pub flush_patience: Duration,
 }
 
 impl Default for WriterSettings {
@@ -33,6 +37,7 @@ impl Default for WriterSettings {
             memtable_rows: 50_000,
             memtable_bytes: 64 << 20,
             max_unflushed_bytes: 256 << 20,
+            flush_patience: Duration::from_secs(30),
         }
     }
 }
@@ -77,6 +82,8 @@ impl WriterSettings {
             memtable_rows: read(ROWS, fallback.memtable_rows),
             memtable_bytes: read(BYTES, fallback.memtable_bytes),
             max_unflushed_bytes: read(UNFLUSHED, fallback.max_unflushed_bytes),
+            // How long this process waits is its own choice, not the table's.
+            flush_patience: fallback.flush_patience,
         }
     }
 }

@@ -13,7 +13,7 @@ use snafu::ResultExt;
 use tributary_storage::GraphStore;
 use uuid::Uuid;
 
-use crate::error::{from_lance, Error, LanceSnafu, Result, StorageSnafu};
+use crate::error::{from_lance, Error, FlushStalledSnafu, LanceSnafu, Result, StorageSnafu};
 use crate::group::GroupWriter;
 use crate::settings::WriterSettings;
 
@@ -407,9 +407,11 @@ impl TableWriter {
 
     /// Freeze every shard's active memtable and wait until it is a flushed generation:
     /// the fold's cut. Rows acknowledged before this call are in a generation after it.
+    /// A flush that takes longer than `patience` (Lance retries a failing one, waiting
+    /// longer each time, up to minutes) is not waited for: [`Error::FlushStalled`].
     /// Every shard is attempted (one fenced shard must not leave the others unflushed);
     /// the first failure is returned.
-    pub async fn freeze(&self) -> Result<()> {
+    pub async fn freeze(&self, patience: std::time::Duration) -> Result<()> {
         let mut first_error = None;
         for (shard, writer) in &self.shards {
             let frozen = async {
@@ -418,10 +420,15 @@ impl TableWriter {
                     .force_freeze_active()
                     .await
                     .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
-                fence
-                    .wait()
-                    .await
-                    .map_err(|e| from_lance(&self.table, shard, "flush", e))
+                match tokio::time::timeout(patience, fence.wait()).await {
+                    Ok(flushed) => flushed.map_err(|e| from_lance(&self.table, shard, "flush", e)),
+                    Err(_) => FlushStalledSnafu {
+                        table: self.table.clone(),
+                        shard: shard.to_string(),
+                        seconds: patience.as_secs(),
+                    }
+                    .fail(),
+                }
             }
             .await;
             if let Err(error) = frozen {

@@ -318,7 +318,7 @@ async fn person_writer(
     )
     .await
     .unwrap();
-    std::sync::Arc::new(TableWriter::open(&enrolled).await.unwrap())
+    std::sync::Arc::new(TableWriter::open(&enrolled, None).await.unwrap())
 }
 
 fn people(graph: &Graph, prefix: &str, rows: usize) -> arrow_array::RecordBatch {

@@ -768,6 +768,6 @@ async fn a_claim_of_a_sealed_shard_is_refused_and_told_apart() {
         .err()
         .expect("a sealed shard is not claimed");
     assert!(lance_text::is_sealed_shard(&refused), "{refused}");
-    let opened = tributary_memwal_adapter::TableWriter::open(&enrolled).await;
+    let opened = tributary_memwal_adapter::TableWriter::open(&enrolled, None).await;
     assert!(opened.err().is_some_and(|e| e.is_sealed()));
 }

@@ -440,3 +440,101 @@ async fn on_s3_one_acknowledged_send_is_one_wal_put_whatever_the_depth_and_histo
         "commit history 1 vs 30 loads"
     );
 }
+
+const SHARDED: &str = r#"
+node Person @stream(shards = 4) {
+  name: String @key
+  bio: String?
+}
+"#;
+
+/// Several processes on one graph on S3, each owning a share of the shards: each writes
+/// only its own (a send with a row of another shard is refused whole, naming the shard),
+/// and a fold by any of them publishes every acknowledged row once, the last write per key
+/// winning. (An explicit fold claims every shard, so the other owner's writers reopen at
+/// their next send.)
+#[tokio::test]
+async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_them_folds() {
+    let s3 = S3Server::start();
+    let uri = s3.uri("sharded");
+    Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .init(SHARDED)
+        .await
+        .unwrap();
+    let owning = |shards: &[u32]| {
+        let settings = tributary::GraphSettings {
+            owned_shards: Some(shards.iter().copied().collect()),
+            ..Default::default()
+        };
+        Graph::builder(&uri)
+            .store_options(s3_options(&s3))
+            .settings(settings)
+            .open()
+    };
+    // Each handle has a session and writers of its own, as a process would.
+    let first = owning(&[0, 1]).await.unwrap();
+    let second = owning(&[2, 3]).await.unwrap();
+    let first_ingest = first.ingest("main").unwrap();
+    let second_ingest = second.ingest("main").unwrap();
+    let mut oracle = Oracle::default();
+    let mut by_owner = [0, 0];
+    for round in 0..3 {
+        for k in 0..16 {
+            let key = format!("k{k}");
+            let value = format!("round{round}");
+            let text = ndjson(&[line(&key, &value)]);
+            // Route as a client would: the owner is whoever does not refuse it.
+            match first_ingest.send(1, &text).await {
+                Ok(ack) => {
+                    assert_eq!(ack.durable_rows, 1);
+                    by_owner[0] += 1;
+                }
+                Err(error) => {
+                    let message = error.to_string();
+                    assert_eq!(
+                        error.kind(),
+                        tributary::ErrorKind::InvalidInput,
+                        "{message}"
+                    );
+                    assert!(
+                        message.contains("rows of shard ") && message.contains("[0, 1]"),
+                        "{message}"
+                    );
+                    let ack = second_ingest.send(1, &text).await.unwrap();
+                    assert_eq!(ack.durable_rows, 1);
+                    by_owner[1] += 1;
+                }
+            }
+            oracle.acknowledged(&key, &value);
+        }
+        // Either may fold its own shards meanwhile.
+        if round == 1 {
+            first.fold("main").await.unwrap();
+        }
+    }
+    assert!(
+        by_owner[0] > 0 && by_owner[1] > 0,
+        "one owner took every key: {by_owner:?}"
+    );
+
+    // A send mixing shards is refused whole: none of its rows is written.
+    let mixed: Vec<String> = (0..16).map(|k| line(&format!("k{k}"), "refused")).collect();
+    let refused = first_ingest.send(1, &ndjson(&mixed)).await;
+    assert!(
+        refused.is_err(),
+        "a send with rows of unowned shards was taken"
+    );
+
+    // A third process, owning every shard, folds everything.
+    let third = Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .open()
+        .await
+        .unwrap();
+    third.fold("main").await.unwrap();
+    let seen = people(&third).await;
+    oracle.check(&seen, "sharded");
+    assert_eq!(seen.len(), 16);
+    assert_chain(&third).await;
+}

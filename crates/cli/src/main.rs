@@ -204,6 +204,13 @@ struct IngestArgs {
     /// The sequence number of the input's first line (needs --producer).
     #[arg(long, requires = "producer")]
     sequence: Option<u64>,
+    /// Write only these shards (numbers, comma-separated: `@stream(shards = N)` numbers a
+    /// type's shards 0..N-1; an unsharded type has shard 0), so several processes can
+    /// each own some without fencing each other. A send with a row of another shard is
+    /// refused whole, naming the shard. Embedded only (a server owns what `serve
+    /// --shards` says).
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    shards: Option<Vec<u32>>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -521,8 +528,19 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     sequence: args.sequence,
                 };
                 match server.remote(&run.graph)? {
+                    Some(_) if args.shards.is_some() => Err(Failure::usage(
+                        "--shards is for an embedded ingest; a server owns the shards `serve \
+                         --shards` gives it",
+                    )),
                     Some(remote) => remote_ingest::run(&remote, run, format, &mut out).await,
-                    None => ingest::run(server.local(&run.graph), run, format, &mut out).await,
+                    None => {
+                        let settings = tributary::GraphSettings {
+                            owned_shards: args.shards.map(|s| s.into_iter().collect()),
+                            ..Default::default()
+                        };
+                        let graph = server.local(&run.graph).settings(settings);
+                        ingest::run(graph, run, format, &mut out).await
+                    }
                 }
             }
             (None, None) => Err(Failure::missing_argument("ingest needs a GRAPH")),

@@ -63,6 +63,12 @@ pub struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Write only these shards of every graph (numbers, comma-separated; see `ingest
+    /// --shards`): run one server per share of the shards, and send each row to the
+    /// server that owns its shard. Sends with a row of another shard are refused (400,
+    /// naming the shard). Default: all.
+    #[arg(long, value_delimiter = ',', value_name = "N,N,...")]
+    shards: Option<Vec<u32>>,
 }
 
 pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<(), Failure> {
@@ -115,6 +121,10 @@ pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<
         root: args.root.trim_end_matches('/').to_owned(),
         store: tributary::StoreOptions {
             settings: store.store_options.iter().cloned().collect(),
+            ..Default::default()
+        },
+        graph_settings: tributary::GraphSettings {
+            owned_shards: args.shards.map(|s| s.into_iter().collect()),
             ..Default::default()
         },
         tokens,

@@ -1,6 +1,7 @@
 //! Folding, from the engine: the cut over this process's writers, the fold itself (in
 //! `tributary_write`), the background folder, and the dead letters.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -208,8 +209,13 @@ impl Graph {
             Claim::All => None,
             Claim::IdleFor(idle) => Some(idle),
         };
-        for path in self.tables_without_writer(branch) {
-            let tails = self.wal_tails(&path, idle_for).await?;
+        for (path, held) in self.shards_without_writer(branch) {
+            let tails: Vec<_> = self
+                .wal_tails(&path, idle_for)
+                .await?
+                .into_iter()
+                .filter(|tail| !held.contains(&tail.shard))
+                .collect();
             if tails.is_empty() {
                 continue;
             }
@@ -326,23 +332,32 @@ impl Graph {
     /// `stranded_after`: rows a writer that is gone left behind.
     async fn stranded(&self, branch: &str) -> Result<bool> {
         let idle_for = Some(self.settings.triggers.stranded_after);
-        for path in self.tables_without_writer(branch) {
-            if !self.wal_tails(&path, idle_for).await?.is_empty() {
+        for (path, held) in self.shards_without_writer(branch) {
+            let tails = self.wal_tails(&path, idle_for).await?;
+            if tails.iter().any(|tail| !held.contains(&tail.shard)) {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    /// The `@stream` tables of `branch` that no writer of this process holds: their WAL
-    /// tails, if any, were left by writers elsewhere (or gone).
-    fn tables_without_writer(&self, branch: &str) -> Vec<TablePath> {
+    /// The `@stream` tables of `branch` some of whose shards no writer of this process
+    /// holds (all of them, unless it owns only some shards), each with the shards it does
+    /// hold: WAL tails of the others, if any, were left by writers elsewhere (or gone).
+    fn shards_without_writer(&self, branch: &str) -> Vec<(TablePath, HashSet<uuid::Uuid>)> {
         self.catalog()
             .types
             .iter()
             .filter(|t| t.stream.is_some())
             .map(|t| t.table_path())
-            .filter(|path| self.streaming.writer(path, branch).is_none())
+            .filter_map(|path| match self.streaming.writer(&path, branch) {
+                None => Some((path, HashSet::new())),
+                Some(writer) if writer.holds_every_shard() => None,
+                Some(writer) => {
+                    let held = writer.shards().map(|(shard, _)| *shard).collect();
+                    Some((path, held))
+                }
+            })
             .collect()
     }
 

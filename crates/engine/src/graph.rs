@@ -77,6 +77,12 @@ pub struct GraphSettings {
     pub triggers: FoldTriggers,
     /// When tables get their derived indexes (`id`, `src`/`dst`, every `@index`).
     pub indexes: tributary_write::IndexSettings,
+    /// The shards this process writes, by number (`@stream(shards = N)` numbers them
+    /// 0..N; an unsharded type has shard 0); `None`: all. A send with a row of another
+    /// shard is refused whole, naming the shard, so several processes can each own a
+    /// share of the shards without fencing each other. Folds of any process still claim
+    /// any shard to fold what it acknowledged.
+    pub owned_shards: Option<std::collections::BTreeSet<u32>>,
 }
 
 impl std::fmt::Debug for Graph {

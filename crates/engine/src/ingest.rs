@@ -145,7 +145,7 @@ impl Graph {
                 .map_err(Error::from_memwal)?
             }
         };
-        let writer = match TableWriter::open(&enrolled).await {
+        let writer = match TableWriter::open(&enrolled, self.settings.owned_shards.as_ref()).await {
             Ok(writer) => Arc::new(writer),
             Err(error) if error.is_sealed() => {
                 // A schema change removed `@stream` from the type: take it, so later

@@ -39,6 +39,16 @@ pub enum Error {
     Storage { source: tributary_storage::Error },
 
     #[snafu(display(
+        "{table}: rows of shard {shard} go to the process that owns it; this process owns \
+         shards {owned:?}"
+    ))]
+    NotOwned {
+        table: String,
+        shard: u32,
+        owned: Vec<u32>,
+    },
+
+    #[snafu(display(
         "{table} shard {shard}: its memtable did not flush within {seconds} s (Lance retries a \
          failing flush, waiting longer each time); what it holds is durable in the WAL, and a \
          later fold takes it"
@@ -157,7 +167,8 @@ impl Error {
             }
             Error::PrimaryKeyMismatch { .. }
             | Error::InvalidSetting { .. }
-            | Error::Sealed { .. } => ErrorKind::InvalidInput,
+            | Error::Sealed { .. }
+            | Error::NotOwned { .. } => ErrorKind::InvalidInput,
             Error::Lance { .. } => ErrorKind::Internal,
             Error::Storage { source } => source.kind(),
         }

@@ -1,5 +1,6 @@
 //! Enrollment and the warm writers of one table.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow_array::{BooleanArray, Int32Array, RecordBatch};
@@ -13,7 +14,9 @@ use snafu::ResultExt;
 use tributary_storage::GraphStore;
 use uuid::Uuid;
 
-use crate::error::{from_lance, Error, FlushStalledSnafu, LanceSnafu, Result, StorageSnafu};
+use crate::error::{
+    from_lance, Error, FlushStalledSnafu, LanceSnafu, NotOwnedSnafu, Result, StorageSnafu,
+};
 use crate::group::GroupWriter;
 use crate::settings::WriterSettings;
 
@@ -223,18 +226,28 @@ async fn ensure_primary_key(dataset: &mut Dataset, table: &str) -> Result<()> {
 pub struct TableWriter {
     table: String,
     schema: SchemaRef,
+    /// The writers of the shards this process owns.
     shards: Vec<(Uuid, GroupWriter)>,
+    /// The bucket number of each of `shards`.
+    buckets: Vec<u32>,
+    /// How many buckets the table has.
+    bucket_count: u32,
     routing: Option<(ShardingSpec, lance::datatypes::Schema)>,
 }
 
 impl TableWriter {
-    /// Open (and claim) a writer per shard: this fences any earlier writer of those shards,
-    /// and replays their durable WAL.
-    pub async fn open(enrolled: &Enrolled) -> Result<TableWriter> {
+    /// Open (and claim) a writer per shard, or per shard of `owned` (bucket numbers) when
+    /// given: this fences any earlier writer of those shards, and replays their durable
+    /// WAL. Rows of a shard it does not own are refused ([`Error::NotOwned`]).
+    pub async fn open(enrolled: &Enrolled, owned: Option<&BTreeSet<u32>>) -> Result<TableWriter> {
         let table = enrolled.table.as_str();
         let dataset = &enrolled.dataset;
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
-        let opens = enrolled.shards.iter().map(|&shard| {
+        let held: Vec<(u32, Uuid)> = (0u32..)
+            .zip(enrolled.shards.iter().copied())
+            .filter(|(bucket, _)| owned.is_none_or(|owned| owned.contains(bucket)))
+            .collect();
+        let opens = held.iter().map(|&(_, shard)| {
             let config = enrolled.settings.writer_config(shard);
             async move {
                 let writer = dataset
@@ -254,8 +267,38 @@ impl TableWriter {
             table: enrolled.table.clone(),
             schema,
             shards,
+            buckets: held.iter().map(|&(bucket, _)| bucket).collect(),
+            bucket_count: enrolled.shards.len() as u32,
             routing,
         })
+    }
+
+    /// Whether this writer holds every shard of its table.
+    pub fn holds_every_shard(&self) -> bool {
+        self.buckets.len() as u32 == self.bucket_count
+    }
+
+    /// `parts` (by bucket) with each bucket's writer, or the first bucket this writer
+    /// does not own: nothing is written then.
+    fn owned_parts(
+        &self,
+        parts: Vec<(usize, RecordBatch)>,
+    ) -> Result<Vec<(&GroupWriter, RecordBatch)>> {
+        parts
+            .into_iter()
+            .map(|(bucket, part)| {
+                let at = self.buckets.iter().position(|&b| b as usize == bucket);
+                match at {
+                    Some(at) => Ok((&self.shards[at].1, part)),
+                    None => NotOwnedSnafu {
+                        table: self.table.clone(),
+                        shard: bucket as u32,
+                        owned: self.buckets.clone(),
+                    }
+                    .fail(),
+                }
+            })
+            .collect()
     }
 
     pub fn table(&self) -> &str {
@@ -276,14 +319,10 @@ impl TableWriter {
                     message: format!("batch does not match the table: {e}"),
                 }
             })?;
-        let parts = self.route(batch)?;
-        try_join_all(
-            parts
-                .into_iter()
-                .map(|(b, part)| self.shards[b].1.put(part)),
-        )
-        .await
-        .map(|_| ())
+        let parts = self.owned_parts(self.route(batch)?)?;
+        try_join_all(parts.into_iter().map(|(writer, part)| writer.put(part)))
+            .await
+            .map(|_| ())
     }
 
     /// Tombstone `keys` (each shard's in order with its puts) and return once every
@@ -305,14 +344,10 @@ impl TableWriter {
             table: self.table.clone(),
             message: format!("keys do not match the table's key: {e}"),
         })?;
-        let parts = self.route(batch)?;
-        try_join_all(
-            parts
-                .into_iter()
-                .map(|(b, part)| self.shards[b].1.delete(part)),
-        )
-        .await
-        .map(|_| ())
+        let parts = self.owned_parts(self.route(batch)?)?;
+        try_join_all(parts.into_iter().map(|(writer, part)| writer.delete(part)))
+            .await
+            .map(|_| ())
     }
 
     /// `batch` split by shard (bucket number, its rows): routed by the hash of `id`.
@@ -336,7 +371,7 @@ impl TableWriter {
                 message: "bucket column is not Int32".into(),
             })?;
         let mut parts = Vec::new();
-        for b in 0..self.shards.len() {
+        for b in 0..self.bucket_count as usize {
             let mask: BooleanArray = buckets.iter().map(|v| Some(v == Some(b as i32))).collect();
             let part = arrow_select::filter::filter_record_batch(&batch, &mask).map_err(|e| {
                 Error::InvalidSetting {

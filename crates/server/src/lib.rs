@@ -109,6 +109,8 @@ pub struct ServerConfig {
     pub root: String,
     /// How the graphs' store is reached (S3 settings).
     pub store: tributary::StoreOptions,
+    /// Settings of every graph it opens (the shards it owns, say).
+    pub graph_settings: tributary::GraphSettings,
     /// `None`: no authentication (for loopback use).
     pub tokens: Option<Tokens>,
     /// Allow `POST /graphs/{id}` to create graphs.
@@ -180,7 +182,9 @@ impl AppState {
 
     /// How to open or create graph `id`, once its id is checked.
     fn builder(&self, path: &str) -> tributary::GraphBuilder {
-        Graph::builder(path).store_options(self.config.store.clone())
+        Graph::builder(path)
+            .store_options(self.config.store.clone())
+            .settings(self.config.graph_settings.clone())
     }
 
     /// The open graph `id`, opened at its first use.

@@ -22,6 +22,7 @@ pub async fn ack_tails(producers: usize, duration: Duration) {
     let config = ServerConfig {
         root: root.display().to_string(),
         store: Default::default(),
+        graph_settings: Default::default(),
         tokens: None,
         allow_init: false,
         limits: Limits::default(),

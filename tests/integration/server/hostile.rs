@@ -365,6 +365,7 @@ async fn a_stopping_server_ends_live_streams_with_a_record() {
     let config = ServerConfig {
         root: root.display().to_string(),
         store: Default::default(),
+        graph_settings: Default::default(),
         tokens: None,
         allow_init: false,
         limits: Limits::default(),

@@ -71,6 +71,7 @@ async fn start(tokens: Option<&str>, limits: Limits) -> Server {
     let config = ServerConfig {
         root: root.display().to_string(),
         store: Default::default(),
+        graph_settings: Default::default(),
         tokens: tokens.map(|t| Tokens::parse(t).unwrap()),
         allow_init: true,
         limits,

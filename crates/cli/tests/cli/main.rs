@@ -7,6 +7,7 @@ mod load;
 mod producers;
 mod remote;
 mod restarts;
+mod shards;
 mod torture;
 
 // Shared with the library's tests; the CLI's reach the server by environment only.

@@ -1,0 +1,64 @@
+//! `--shards`: a process (an embedded ingest, or a server) that writes only some shards.
+
+use super::{ok, run, serve};
+
+const SCHEMA: &str = "node Person @stream(shards = 2) { name: String @key  bio: String? }\n";
+
+fn people(n: usize, bio: &str) -> String {
+    (0..n)
+        .map(|i| {
+            format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"bio\":\"{bio}\"}}}}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.tg");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    let graph = dir.path().join("g").to_string_lossy().into_owned();
+    ok(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+    let input = dir.path().join("people.ndjson");
+    std::fs::write(&input, people(8, "one")).unwrap();
+    let input = input.to_string_lossy().into_owned();
+
+    // Eight keys over two shards: some are in shard 1, and the send is refused whole.
+    let refused = run(&["ingest", &graph, &input, "--shards", "0", "--no-fold"]);
+    assert_eq!(refused.status.code(), Some(65), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("rows of shard 1") && stderr.contains("owns shards [0]"),
+        "{stderr}"
+    );
+    ok(&["ingest", "fold", &graph]);
+    let rows = ok(&["read", &graph, "Person", "--format", "ndjson"]);
+    assert_eq!(rows.lines().count(), 0, "a refused send wrote {rows}");
+
+    // Owning both, the same input goes through.
+    ok(&["ingest", &graph, &input, "--shards", "0,1"]);
+    let rows = ok(&["read", &graph, "Person", "--format", "ndjson"]);
+    assert_eq!(rows.lines().count(), 8);
+
+    // A server owning shard 0 answers 400, naming the shard; one owning both takes it.
+    let served = serve(dir.path(), &["--shards", "0"]);
+    let remote = run(&["ingest", "g", &input, "--server", &served.url]);
+    assert!(!remote.status.success(), "{remote:?}");
+    let stderr = String::from_utf8_lossy(&remote.stderr);
+    assert!(stderr.contains("rows of shard 1"), "{stderr}");
+    drop(served);
+    let served = serve(dir.path(), &["--shards", "0,1"]);
+    ok(&["ingest", "g", &input, "--server", &served.url]);
+
+    // --shards is an embedded ingest's: with --server it is refused.
+    let misused = run(&[
+        "ingest",
+        "g",
+        &input,
+        "--server",
+        &served.url,
+        "--shards",
+        "0",
+    ]);
+    assert_eq!(misused.status.code(), Some(64), "{misused:?}");
+}

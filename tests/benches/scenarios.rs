@@ -17,6 +17,8 @@ mod fold;
 mod http;
 #[path = "scenarios/reads.rs"]
 mod reads;
+#[path = "scenarios/s3.rs"]
+mod s3;
 #[path = "scenarios/write_api.rs"]
 mod write_api;
 
@@ -300,7 +302,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 9] = [
+const GROUPS: [&str; 10] = [
     "load",
     "ingest",
     "fold",
@@ -310,6 +312,7 @@ const GROUPS: [&str; 9] = [
     "reads",
     "commit_point",
     "write_api",
+    "s3",
 ];
 
 fn main() {
@@ -430,6 +433,15 @@ fn main() {
         if runs("commit_point") {
             for &depth in settings.commit_depths {
                 commit_point::at_depth(depth, settings.commit_rounds).await;
+            }
+        }
+        if runs("s3") {
+            let s3_settings = s3::S3Settings {
+                duration: settings.sustained.min(Duration::from_secs(10)),
+                loads: if quick { 3 } else { 20 },
+            };
+            for latency_ms in [0, 20] {
+                s3::scenarios(latency_ms, &s3_settings).await;
             }
         }
         if runs("reads") {

@@ -479,6 +479,7 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
     let second_ingest = second.ingest("main").unwrap();
     let mut oracle = Oracle::default();
     let mut by_owner = [0, 0];
+    let mut owner_of = BTreeMap::new();
     for round in 0..3 {
         for k in 0..16 {
             let key = format!("k{k}");
@@ -489,6 +490,7 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
                 Ok(ack) => {
                     assert_eq!(ack.durable_rows, 1);
                     by_owner[0] += 1;
+                    owner_of.insert(key.clone(), 0);
                 }
                 Err(error) => {
                     let message = error.to_string();
@@ -504,6 +506,7 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
                     let ack = second_ingest.send(1, &text).await.unwrap();
                     assert_eq!(ack.durable_rows, 1);
                     by_owner[1] += 1;
+                    owner_of.insert(key.clone(), 1);
                 }
             }
             oracle.acknowledged(&key, &value);
@@ -517,6 +520,13 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
         by_owner[0] > 0 && by_owner[1] > 0,
         "one owner took every key: {by_owner:?}"
     );
+    // `shards_of` tells a client where each key goes, as the owners routed them.
+    let keys: Vec<&str> = owner_of.keys().map(String::as_str).collect();
+    let shards = first.shards_of("Person", &keys).await.unwrap();
+    for (key, shard) in keys.iter().zip(shards) {
+        let owner = if shard < 2 { 0 } else { 1 };
+        assert_eq!(owner_of[*key], owner, "{key} is in shard {shard}");
+    }
 
     // A send mixing shards is refused whole: none of its rows is written.
     let mixed: Vec<String> = (0..16).map(|k| line(&format!("k{k}"), "refused")).collect();

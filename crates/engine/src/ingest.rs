@@ -10,7 +10,7 @@ use arrow_array::RecordBatch;
 use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
 use snafu::ResultExt;
-use tributary_memwal_adapter::{enroll, enrollment, Sharding, TableWriter};
+use tributary_memwal_adapter::{enroll, enrollment, Enrolled, Sharding, TableWriter};
 use tributary_publisher::{BranchName, MAIN_BRANCH};
 use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
 
@@ -86,6 +86,57 @@ pub struct Ingestor<'g> {
 }
 
 impl Graph {
+    /// The shard (numbered 0..N by `@stream(shards = N)`) of each of `keys` of the
+    /// `@stream` type `type_name`: where a process owning some shards must send them.
+    /// Nodes only (an edge's key is its ends). Every key of an unsharded type is in
+    /// shard 0; a sharded type no send has reached yet is enrolled first, as its first
+    /// send would.
+    pub async fn shards_of(&self, type_name: &str, keys: &[&str]) -> Result<Vec<u32>> {
+        let ty = self.type_def(type_name)?;
+        if ty.stream.is_none() {
+            return Err(Error::NotStreamed {
+                type_name: type_name.to_owned(),
+            });
+        }
+        let shards = ty.stream.as_ref().and_then(|s| s.shards).unwrap_or(1);
+        if shards <= 1 {
+            return Ok(vec![0; keys.len()]);
+        }
+        let enrolled = self.enrolled(&ty).await?;
+        enrolled.shards_of(keys).map_err(Error::from_memwal)
+    }
+
+    /// The enrollment of `ty`'s table, enrolling it first if no send has yet. An enrolled
+    /// table keeps what it was enrolled with (folds keep its indexes current): only a first
+    /// enrollment builds indexes.
+    /// Boxed, and `Send` by its type: inline, a send's future grows past what the compiler
+    /// can prove `Send`.
+    fn enrolled<'a>(&'a self, ty: &'a TypeDef) -> futures::future::BoxFuture<'a, Result<Enrolled>> {
+        Box::pin(async move {
+            let path = ty.table_path();
+            let known = enrollment(&self.store, &path, &self.settings.writer)
+                .await
+                .map_err(Error::from_memwal)?;
+            if let Some(enrolled) = known {
+                return Ok(enrolled);
+            }
+            let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
+                Some(n) if n > 1 => Sharding::Buckets(n),
+                _ => Sharding::Unsharded,
+            };
+            let maintained = self.index_before_enrollment(ty).await;
+            enroll(
+                &self.store,
+                &path,
+                sharding,
+                &self.settings.writer,
+                &maintained,
+            )
+            .await
+            .map_err(Error::from_memwal)
+        })
+    }
+
     /// Start streaming writes to `branch`.
     pub fn ingest(&self, branch: &str) -> Result<Ingestor<'_>> {
         self.ingestor(&IngestOptions {
@@ -121,30 +172,7 @@ impl Graph {
         if let Some(writer) = self.streaming.writer(&path, branch) {
             return Ok(writer);
         }
-        // An enrolled table keeps what it was enrolled with (folds keep its indexes
-        // current): only a first enrollment builds indexes.
-        let known = enrollment(&self.store, &path, &self.settings.writer)
-            .await
-            .map_err(Error::from_memwal)?;
-        let enrolled = match known {
-            Some(enrolled) => enrolled,
-            None => {
-                let sharding = match ty.stream.as_ref().and_then(|s| s.shards) {
-                    Some(n) if n > 1 => Sharding::Buckets(n),
-                    _ => Sharding::Unsharded,
-                };
-                let maintained = self.index_before_enrollment(ty).await;
-                enroll(
-                    &self.store,
-                    &path,
-                    sharding,
-                    &self.settings.writer,
-                    &maintained,
-                )
-                .await
-                .map_err(Error::from_memwal)?
-            }
-        };
+        let enrolled = self.enrolled(ty).await?;
         let writer = match TableWriter::open(&enrolled, self.settings.owned_shards.as_ref()).await {
             Ok(writer) => Arc::new(writer),
             Err(error) if error.is_sealed() => {

@@ -56,6 +56,56 @@ impl Enrolled {
     pub fn dataset(&self) -> &Dataset {
         &self.dataset
     }
+
+    /// The shard (bucket number) of each of `keys`, as every writer routes them.
+    pub fn shards_of(&self, keys: &[&str]) -> Result<Vec<u32>> {
+        let Some(spec) = &self.spec else {
+            return Ok(vec![0; keys.len()]);
+        };
+        let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(self.dataset.schema()));
+        let field = schema
+            .field_with_name("id")
+            .map_err(|e| Error::InvalidSetting {
+                table: self.table.clone(),
+                message: format!("the table has no key: {e}"),
+            })?;
+        let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
+            keys.iter().copied(),
+        ));
+        let batch = RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(vec![field.clone()])),
+            vec![ids],
+        )
+        .map_err(|e| Error::InvalidSetting {
+            table: self.table.clone(),
+            message: format!("keys do not match the table's key: {e}"),
+        })?;
+        let buckets = buckets_of(&self.table, &batch, spec, self.dataset.schema())?;
+        Ok(buckets.iter().map(|b| b.unwrap_or(0) as u32).collect())
+    }
+}
+
+/// The bucket of each row of `batch`, by the hash of its `id` (Lance's bucket sharding).
+fn buckets_of(
+    table: &str,
+    batch: &RecordBatch,
+    spec: &ShardingSpec,
+    schema: &lance::datatypes::Schema,
+) -> Result<Int32Array> {
+    let buckets = evaluate_sharding_spec(batch, spec, schema).map_err(|source| Error::Lance {
+        action: "route".into(),
+        table: table.to_owned(),
+        source,
+    })?;
+    buckets
+        .column(0)
+        .as_any()
+        .downcast_ref::<Int32Array>()
+        .cloned()
+        .ok_or_else(|| Error::InvalidSetting {
+            table: table.to_owned(),
+            message: "bucket column is not Int32".into(),
+        })
 }
 
 /// The enrollment of `table`, when it has one: one open of the table, no write.
@@ -355,21 +405,7 @@ impl TableWriter {
         let Some((spec, schema)) = &self.routing else {
             return Ok(vec![(0, batch)]);
         };
-        let buckets =
-            evaluate_sharding_spec(&batch, spec, schema).map_err(|source| Error::Lance {
-                action: "route".into(),
-                table: self.table.clone(),
-                source,
-            })?;
-        let buckets = buckets
-            .column(0)
-            .as_any()
-            .downcast_ref::<Int32Array>()
-            .cloned()
-            .ok_or_else(|| Error::InvalidSetting {
-                table: self.table.clone(),
-                message: "bucket column is not Int32".into(),
-            })?;
+        let buckets = buckets_of(&self.table, &batch, spec, schema)?;
         let mut parts = Vec::new();
         for b in 0..self.bucket_count as usize {
             let mask: BooleanArray = buckets.iter().map(|v| Some(v == Some(b as i32))).collect();

@@ -1,0 +1,191 @@
+//! The write paths on the test S3 server (tests/s3-server), with latency added to every
+//! request as a distant store has it: 1-row loads, 1-row ingest sends at 1, 16 and 64
+//! producers, a fold of what they left, and 1 process on 1 shard beside 4 processes (each
+//! a graph handle with its own client, in this process) on 4 shards.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tributary::{Graph, GraphSettings, LoadOptions};
+use tributary_tests::s3_server::S3Server;
+use tributary_tests::{ndjson, person, s3_options, SCHEMA};
+
+use super::{percentile, report, PRODUCERS};
+
+const SHARDED: &str = r#"
+node Person @stream(shards = 4) {
+  name: String @key
+  age: I32?
+}
+"#;
+
+/// How long each ingest measurement runs, and how many 1-row loads are timed.
+pub struct S3Settings {
+    pub duration: Duration,
+    pub loads: usize,
+}
+
+pub async fn scenarios(latency_ms: u64, settings: &S3Settings) {
+    let server = S3Server::start_with(&["--latency-ms", &latency_ms.to_string()]);
+    let load_rows_per_s = load_one_row(&server, latency_ms, settings.loads).await;
+    for producers in PRODUCERS {
+        let uri = server.uri(&format!("ingest{producers}"));
+        let graph = Arc::new(open(&server, &uri, Some(SCHEMA), None).await);
+        let keys: Vec<String> = (0..4_096).map(|i| format!("p{i}")).collect();
+        let ingest = ingest_for(graph.clone(), producers, &keys, settings.duration).await;
+        report(json!({
+            "scenario": "s3_ingest_1_row",
+            "latency_ms": latency_ms,
+            "producers": producers,
+            "p50_ms": ingest.p50_ms,
+            "p99_ms": ingest.p99_ms,
+            "rows_per_s": ingest.rows_per_s,
+            "load_rows_per_s": load_rows_per_s,
+            "ingest_over_load": ingest.rows_per_s / load_rows_per_s,
+        }));
+        if producers == 64 {
+            let started = Instant::now();
+            let outcome = graph.fold("main").await.expect("fold");
+            let rows: u64 = outcome.rows.values().sum();
+            report(json!({
+                "scenario": "s3_fold",
+                "latency_ms": latency_ms,
+                "rows": rows,
+                "ms": started.elapsed().as_secs_f64() * 1e3,
+                "rows_per_s": rows as f64 / started.elapsed().as_secs_f64(),
+            }));
+        }
+    }
+    shards(&server, latency_ms, settings.duration).await;
+}
+
+async fn open(server: &S3Server, uri: &str, init: Option<&str>, owned: Option<u32>) -> Graph {
+    let builder = Graph::builder(uri)
+        .store_options(s3_options(server))
+        .settings(GraphSettings {
+            owned_shards: owned.map(|shard| [shard].into_iter().collect()),
+            ..Default::default()
+        });
+    match init {
+        Some(schema) => builder.init(schema).await.expect("init on S3"),
+        None => builder.open().await.expect("open on S3"),
+    }
+}
+
+async fn load_one_row(server: &S3Server, latency_ms: u64, loads: usize) -> f64 {
+    let graph = open(server, &server.uri("load"), Some(SCHEMA), None).await;
+    let mut latencies = Vec::with_capacity(loads);
+    let started = Instant::now();
+    for i in 0..loads {
+        let text = ndjson(&[person(&format!("p{i}"), 30)]);
+        let t = Instant::now();
+        graph
+            .load(&text, &LoadOptions::default())
+            .await
+            .expect("load");
+        latencies.push(t.elapsed());
+    }
+    let per_s = loads as f64 / started.elapsed().as_secs_f64();
+    latencies.sort();
+    report(json!({
+        "scenario": "s3_load_1_row",
+        "latency_ms": latency_ms,
+        "writes": loads,
+        "p50_ms": percentile(&latencies, 0.5),
+        "p99_ms": percentile(&latencies, 0.99),
+        "commits_per_s": per_s,
+    }));
+    per_s
+}
+
+struct Rate {
+    rows_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+}
+
+/// `producers` tasks sending 1-row lines of `keys` to `graph` for `duration`.
+async fn ingest_for(
+    graph: Arc<Graph>,
+    producers: usize,
+    keys: &[String],
+    duration: Duration,
+) -> Rate {
+    let keys = Arc::new(keys.to_vec());
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..producers)
+        .map(|p| {
+            let graph = graph.clone();
+            let keys = keys.clone();
+            tokio::spawn(async move {
+                let ingest = graph.ingest("main").expect("ingest");
+                let mut latencies = Vec::new();
+                let mut n = p;
+                while started.elapsed() < duration {
+                    let key = &keys[n % keys.len()];
+                    n += producers;
+                    let text = ndjson(&[person(key, 30)]);
+                    let t = Instant::now();
+                    let ack = ingest.send(1, &text).await.expect("send");
+                    assert_eq!(ack.durable_rows, 1);
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("producer"));
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    latencies.sort();
+    Rate {
+        rows_per_s: latencies.len() as f64 / elapsed,
+        p50_ms: percentile(&latencies, 0.5),
+        p99_ms: percentile(&latencies, 0.99),
+    }
+}
+
+/// 16 producers on one process owning one shard, beside 4 processes owning one shard
+/// each with 16 producers apiece, every row sent to its shard's owner.
+async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
+    let uri = server.uri("sharded");
+    let setup = open(server, &uri, Some(SHARDED), None).await;
+    let keys: Vec<String> = (0..16_384).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let shard_of = setup.shards_of("Person", &refs).await.expect("shards");
+    let mut by_shard: [Vec<String>; 4] = Default::default();
+    for (key, shard) in keys.iter().zip(shard_of) {
+        by_shard[shard as usize].push(key.clone());
+    }
+    drop(setup);
+    let one = Arc::new(open(server, &uri, None, Some(0)).await);
+    let single = ingest_for(one, 16, &by_shard[0], duration).await;
+    let mut owners = Vec::new();
+    for shard in 0..4u32 {
+        owners.push(Arc::new(open(server, &uri, None, Some(shard)).await));
+    }
+    let runs: Vec<_> = owners
+        .into_iter()
+        .zip(by_shard)
+        .map(|(graph, keys)| {
+            tokio::spawn(async move { ingest_for(graph, 16, &keys, duration).await })
+        })
+        .collect();
+    let mut rows = 0.0;
+    let mut p99: f64 = 0.0;
+    for run in runs {
+        let rate = run.await.expect("owner");
+        rows += rate.rows_per_s;
+        p99 = p99.max(rate.p99_ms);
+    }
+    report(json!({
+        "scenario": "s3_shards",
+        "latency_ms": latency_ms,
+        "one_process_one_shard": {"rows_per_s": single.rows_per_s, "p50_ms": single.p50_ms, "p99_ms": single.p99_ms},
+        "four_processes_four_shards": {"rows_per_s": rows, "worst_p99_ms": p99},
+        "four_over_one": rows / single.rows_per_s,
+    }));
+}

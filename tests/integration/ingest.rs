@@ -374,7 +374,7 @@ async fn ids_after_close(
 ) -> Vec<String> {
     std::sync::Arc::into_inner(writer)
         .unwrap()
-        .close()
+        .close(std::time::Duration::from_secs(30))
         .await
         .unwrap();
     fresh_ids(&Graph::open(uri).await.unwrap(), "Person").await

@@ -396,6 +396,9 @@ impl Ingestor<'_> {
                 });
             }
         }
+        if self.graph.settings.owned_shards.is_some() {
+            self.check_owned(&writes).await?;
+        }
         for patches in &writes.patches {
             self.own_shards_of(&patches.rows.type_name).await?;
         }
@@ -415,6 +418,43 @@ impl Ingestor<'_> {
             deletes,
             late,
         })
+    }
+
+    /// Refuse a send of a process owning some shards when any key it writes, deletes or
+    /// patches is in a shard of another, before anything of it is written or read.
+    async fn check_owned(&self, writes: &Writes) -> Result<()> {
+        let ids = |batch: &RecordBatch| -> Vec<String> {
+            batch
+                .column_by_name("id")
+                .and_then(|c| c.as_any().downcast_ref::<arrow_array::StringArray>())
+                .map(|ids| ids.iter().flatten().map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        let keyed = writes
+            .batches
+            .iter()
+            .map(|b| (b.type_name.as_str(), ids(&b.batch)))
+            .chain(
+                writes
+                    .deletes
+                    .iter()
+                    .map(|d| (d.type_name.as_str(), d.ids.clone())),
+            )
+            .chain(
+                writes
+                    .patches
+                    .iter()
+                    .map(|p| (p.rows.type_name.as_str(), ids(&p.rows.batch))),
+            );
+        for (type_name, keys) in keyed {
+            if keys.is_empty() {
+                continue;
+            }
+            let writer = self.graph.table_writer(type_name, &self.branch).await?;
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            writer.check_owned(&keys).map_err(Error::from_memwal)?;
+        }
+        Ok(())
     }
 
     /// Make this process the writer of `type_name`'s shards before a patch reads them: a
@@ -694,7 +734,7 @@ impl Graph {
         let mut first_error = None;
         for writer in writers {
             let closed = match Arc::try_unwrap(writer) {
-                Ok(writer) => writer.close().await,
+                Ok(writer) => writer.close(self.settings.writer.flush_patience).await,
                 // A send still holds it: flush what it acknowledged so far instead.
                 Err(writer) => writer.freeze(self.settings.writer.flush_patience).await,
             };

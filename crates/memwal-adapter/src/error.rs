@@ -74,6 +74,11 @@ impl Error {
         matches!(self, Error::Fenced { .. })
     }
 
+    /// A flush did not finish within the caller's patience.
+    pub fn is_flush_stalled(&self) -> bool {
+        matches!(self, Error::FlushStalled { .. })
+    }
+
     /// The shard was sealed: its table takes no streamed writes any more.
     pub fn is_sealed(&self) -> bool {
         matches!(self, Error::Sealed { .. })

@@ -328,6 +328,55 @@ impl TableWriter {
         self.buckets.len() as u32 == self.bucket_count
     }
 
+    /// Refuse `keys` when one of them is in a shard this writer does not own (before a send
+    /// writes anything, to any table).
+    pub fn check_owned(&self, keys: &[&str]) -> Result<()> {
+        if self.holds_every_shard() || keys.is_empty() {
+            return Ok(());
+        }
+        let Some((spec, schema)) = &self.routing else {
+            // Unsharded: every key is in shard 0.
+            return NotOwnedSnafu {
+                table: self.table.clone(),
+                shard: 0u32,
+                owned: self.buckets.clone(),
+            }
+            .fail();
+        };
+        let field = self
+            .schema
+            .field_with_name("id")
+            .map_err(|e| Error::InvalidSetting {
+                table: self.table.clone(),
+                message: format!("the table has no key: {e}"),
+            })?;
+        let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
+            keys.iter().copied(),
+        ));
+        let batch = RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(vec![field.clone()])),
+            vec![ids],
+        )
+        .map_err(|e| Error::InvalidSetting {
+            table: self.table.clone(),
+            message: format!("keys do not match the table's key: {e}"),
+        })?;
+        let buckets = buckets_of(&self.table, &batch, spec, schema)?;
+        match buckets
+            .iter()
+            .map(|b| b.unwrap_or(0) as u32)
+            .find(|b| !self.buckets.contains(b))
+        {
+            Some(shard) => NotOwnedSnafu {
+                table: self.table.clone(),
+                shard,
+                owned: self.buckets.clone(),
+            }
+            .fail(),
+            None => Ok(()),
+        }
+    }
+
     /// `parts` (by bucket) with each bucket's writer, or the first bucket this writer
     /// does not own: nothing is written then.
     fn owned_parts(
@@ -478,11 +527,12 @@ impl TableWriter {
 
     /// Freeze every shard's active memtable and wait until it is a flushed generation:
     /// the fold's cut. Rows acknowledged before this call are in a generation after it.
-    /// A flush that takes longer than `patience` (Lance retries a failing one, waiting
-    /// longer each time, up to minutes) is not waited for: [`Error::FlushStalled`].
+    /// Flushes that take longer than `patience` in all (Lance retries a failing one,
+    /// waiting longer each time, up to minutes) are not waited for: [`Error::FlushStalled`].
     /// Every shard is attempted (one fenced shard must not leave the others unflushed);
     /// the first failure is returned.
     pub async fn freeze(&self, patience: std::time::Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + patience;
         let mut first_error = None;
         for (shard, writer) in &self.shards {
             let frozen = async {
@@ -491,7 +541,7 @@ impl TableWriter {
                     .force_freeze_active()
                     .await
                     .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
-                match tokio::time::timeout(patience, fence.wait()).await {
+                match tokio::time::timeout_at(deadline, fence.wait()).await {
                     Ok(flushed) => flushed.map_err(|e| from_lance(&self.table, shard, "flush", e)),
                     Err(_) => FlushStalledSnafu {
                         table: self.table.clone(),
@@ -509,17 +559,24 @@ impl TableWriter {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// Flush the WAL and the memtables to generations, and release the shards. Every
-    /// shard is attempted; the first failure is returned.
-    pub async fn close(self) -> Result<()> {
+    /// Flush the WAL and the memtables to generations, and release the shards, taking at
+    /// most `patience` in all (past it, [`Error::FlushStalled`]: what a writer holds is
+    /// durable in its WAL, for the shard's next writer to replay). Every shard is
+    /// attempted; the first failure is returned.
+    pub async fn close(self, patience: std::time::Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + patience;
         let mut first_error = None;
         for (shard, writer) in self.shards {
-            let closed = writer
-                .into_writer()
-                .await
-                .close()
-                .await
-                .map_err(|e| from_lance(&self.table, &shard, "close", e));
+            let closing = async { writer.into_writer().await.close().await };
+            let closed = match tokio::time::timeout_at(deadline, closing).await {
+                Ok(closed) => closed.map_err(|e| from_lance(&self.table, &shard, "close", e)),
+                Err(_) => FlushStalledSnafu {
+                    table: self.table.clone(),
+                    shard: shard.to_string(),
+                    seconds: patience.as_secs(),
+                }
+                .fail(),
+            };
             if let Err(error) = closed {
                 first_error.get_or_insert(error);
             }

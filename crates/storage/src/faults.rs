@@ -308,7 +308,35 @@ impl ObjectStore for FaultStore {
         let latency = self.faults.latency();
         let inner = self.inner.list(prefix);
         futures::stream::once(async move {
-            tokio::time::sleep(latency).await;
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            match fault {
+                Some(kind) => Err(injected(kind, &path)),
+                None => Ok(inner),
+            }
+        })
+        .flat_map(|result| match result {
+            Ok(inner) => inner,
+            Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
+        })
+        .boxed()
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let root = Path::default();
+        let path = prefix.unwrap_or(&root).clone();
+        let fault = self.faults.draw(&path, false);
+        let latency = self.faults.latency();
+        let inner = self.inner.list_with_offset(prefix, offset);
+        futures::stream::once(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
             match fault {
                 Some(kind) => Err(injected(kind, &path)),
                 None => Ok(inner),

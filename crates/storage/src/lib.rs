@@ -189,8 +189,9 @@ impl GraphStore {
             return Ok(());
         }
         let probe = format!("__probe/{}", uuid::Uuid::new_v4());
-        let first = match self.put_if_absent(&probe, b"1".to_vec()).await {
-            Ok(first) => first,
+        let mine = uuid::Uuid::new_v4().to_string().into_bytes();
+        let created = match self.put_if_absent(&probe, mine.clone()).await {
+            Ok(created) => created,
             // A reader without write access can read; its writes would fail on their own.
             Err(Error::ObjectStore {
                 source:
@@ -200,9 +201,13 @@ impl GraphStore {
             }) => return Ok(()),
             Err(error) => return Err(error),
         };
-        let second = self.put_if_absent(&probe, b"2".to_vec()).await?;
-        self.delete(&probe).await?;
-        if first && !second {
+        // "Already exists" for a new name is our own create, whose response was lost and
+        // retried: it holds what we wrote.
+        let created = created || self.get(&probe).await?.as_deref() == Some(&mine[..]);
+        let again = self.put_if_absent(&probe, b"second".to_vec()).await;
+        // A probe left behind (a failed delete) is harmless clutter.
+        let _ = self.delete(&probe).await;
+        if created && !again? {
             return Ok(());
         }
         InvalidUriSnafu {
@@ -461,7 +466,11 @@ impl GraphStore {
             Root::Local(root) => {
                 Path::from(format!("{}/{relative}", root.display()).trim_start_matches('/'))
             }
-            Root::S3(_) => Path::from(format!("{base}/{relative}").trim_start_matches('/')),
+            // Below the base exactly as Lance places it (the base is not encoded again).
+            Root::S3(_) => relative
+                .split('/')
+                .filter(|part| !part.is_empty())
+                .fold(base.clone(), |path, part| path.join(part)),
         };
         Ok((store.clone(), path))
     }
@@ -472,10 +481,19 @@ fn parse_root(uri: &str) -> Result<Root> {
     if let Some(rest) = uri.strip_prefix("s3://") {
         let rest = rest.trim_end_matches('/');
         let bucket = rest.split('/').next().unwrap_or_default();
-        if bucket.is_empty() || rest.split('/').any(|part| part.is_empty() || part == "..") {
+        // Characters a URL or a store would read otherwise (`?`, `#`, `%`, spaces...) are
+        // refused: the location must name the same objects for Lance and for us.
+        let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=".contains(c);
+        if bucket.is_empty()
+            || rest
+                .split('/')
+                .any(|part| part.is_empty() || part == "." || part == "..")
+            || !rest.chars().all(plain)
+        {
             return InvalidUriSnafu {
                 uri,
-                reason: "an S3 location is s3://bucket/prefix, with no empty or `..` parts",
+                reason: "an S3 location is s3://bucket/prefix: letters, digits and `-_.=` in \
+                         parts separated by `/`, none empty, `.` or `..`",
             }
             .fail();
         }

@@ -25,6 +25,9 @@ struct Upload {
 pub struct Store {
     root: PathBuf,
     uploads: Mutex<HashMap<String, Upload>>,
+    /// Completed uploads and their ETags: completing one again (a client retrying after a
+    /// lost response) succeeds, as on S3.
+    completed: Mutex<HashMap<String, String>>,
     counter: AtomicU64,
     /// Drop `If-None-Match`/`If-Match` (to show a client refuses such a store).
     ignore_conditions: bool,
@@ -35,14 +38,16 @@ fn internal(error: impl std::fmt::Display) -> s3s::S3Error {
     s3_error!(InternalError, "{error}")
 }
 
-/// An object's ETag: its size and modification time, which change with every write.
+/// An object's ETag: its file's inode (every write makes a new file, renamed or linked
+/// into place), size and modification time.
 fn etag_of(meta: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
     let nanos = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos());
-    format!("{:x}-{nanos:x}", meta.len())
+    format!("{:x}-{:x}-{nanos:x}", meta.ino(), meta.len())
 }
 
 fn checked_key(key: &str) -> S3Result<()> {
@@ -73,6 +78,7 @@ impl Store {
         Store {
             root,
             uploads: Mutex::default(),
+            completed: Mutex::default(),
             counter: AtomicU64::new(0),
             ignore_conditions,
         }
@@ -534,8 +540,22 @@ impl Store {
             .uploads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(&input.upload_id)
-            .ok_or_else(|| s3_error!(NoSuchUpload))?;
+            .remove(&input.upload_id);
+        let Some(upload) = upload else {
+            let done = self
+                .completed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&input.upload_id)
+                .cloned();
+            let etag = done.ok_or_else(|| s3_error!(NoSuchUpload))?;
+            return Ok(S3Response::new(CompleteMultipartUploadOutput {
+                bucket: Some(input.bucket),
+                key: Some(input.key),
+                e_tag: Some(ETag::Strong(etag)),
+                ..Default::default()
+            }));
+        };
         if upload.bucket != input.bucket || upload.key != input.key {
             return Err(s3_error!(NoSuchUpload));
         }
@@ -562,6 +582,10 @@ impl Store {
             create_only,
             if_match.as_deref(),
         )?;
+        self.completed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(input.upload_id.clone(), etag.clone());
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
             key: Some(input.key),

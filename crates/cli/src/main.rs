@@ -96,6 +96,16 @@ enum Command {
         #[command(flatten)]
         view: ViewArgs,
     },
+    /// Which shard each key of a `@stream(shards = N)` node type is in: where to send it
+    /// when processes own shares of the shards (`serve --shards`, `ingest --shards`).
+    Shards {
+        graph: String,
+        /// The node type.
+        r#type: String,
+        /// The keys.
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
     /// Show the nodes connected to a node over an edge type.
     Neighbors {
         graph: String,
@@ -427,6 +437,20 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             };
             let batch = opened.read(&r#type, &options).await?;
             emit(&mut out, &batch)
+        }
+        Command::Shards {
+            graph,
+            r#type,
+            keys,
+        } => {
+            let opened = backend::open(&graph, &server).await?;
+            let shards = opened.shards_of(&r#type, &keys).await?;
+            let rows: Vec<(String, String)> = keys
+                .into_iter()
+                .zip(shards)
+                .map(|(key, shard)| (key, shard.to_string()))
+                .collect();
+            emit(&mut out, &output::pairs_batch(("key", "shard"), &rows))
         }
         Command::Get {
             graph,

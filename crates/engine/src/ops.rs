@@ -56,6 +56,10 @@ pub trait GraphOps: Send + Sync {
     /// What streaming ingest holds that no fold has published yet.
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus>;
 
+    /// The shard of each of `keys` of the `@stream` node type `type_name`: which process
+    /// (of those owning some shards) takes it.
+    async fn shards_of(&self, type_name: &str, keys: &[String]) -> Result<Vec<u32>>;
+
     /// Fold everything acknowledged so far, with `policy` for rows that fail the fold's
     /// checks.
     async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome>;
@@ -117,6 +121,11 @@ impl GraphOps for Graph {
 
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
         Graph::ingest_status(self, branch).await
+    }
+
+    async fn shards_of(&self, type_name: &str, keys: &[String]) -> Result<Vec<u32>> {
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        Graph::shards_of(self, type_name, &keys).await
     }
 
     async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome> {

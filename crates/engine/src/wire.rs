@@ -234,6 +234,12 @@ impl<T: Transport> GraphOps for T {
         json(self.send(request).await?)
     }
 
+    async fn shards_of(&self, type_name: &str, keys: &[String]) -> Result<Vec<u32>> {
+        let mut request = WireRequest::post(format!("/shards/{}", encode(type_name)));
+        request.body = Some(serde_json::json!({ "keys": keys }).to_string());
+        json(self.send(request).await?)
+    }
+
     async fn fold(&self, branch: &str, policy: RejectPolicy) -> Result<FoldOutcome> {
         let request = WireRequest::post("/ingest/fold")
             .query("branch", branch)

@@ -47,6 +47,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/graphs/{id}/load"),
     ("POST", "/graphs/{id}/ingest"),
     ("GET", "/graphs/{id}/ingest/status"),
+    ("POST", "/graphs/{id}/shards/{type}"),
     ("POST", "/graphs/{id}/ingest/fold"),
     ("GET", "/graphs/{id}/rejects"),
     ("GET", "/graphs/{id}/types/{type}"),
@@ -309,6 +310,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/graphs/{id}/ingest", post(ingest::ingest))
         .route("/graphs/{id}/ingest/status", get(routes::status))
         .route("/graphs/{id}/ingest/fold", post(routes::fold))
+        .route("/graphs/{id}/shards/{type}", post(routes::shards))
         .route("/graphs/{id}/rejects", get(routes::rejects))
         .route("/graphs/{id}/types/{type}", get(routes::read))
         .route("/graphs/{id}/types/{type}/{key}", get(routes::get_one))

@@ -309,6 +309,29 @@ pub async fn apply_schema(
     Ok(Json(outcome).into_response())
 }
 
+/// The largest key list `POST /graphs/{id}/shards/{type}` takes.
+const MAX_SHARD_KEYS_BYTES: usize = 1 << 20;
+
+#[derive(Debug, Deserialize)]
+pub struct ShardKeys {
+    keys: Vec<String>,
+}
+
+/// `POST /graphs/{id}/shards/{type}` with `{"keys": [...]}`: the shard of each key. A
+/// writer's call: a type no send has reached yet is enrolled, as its first send would.
+pub async fn shards(
+    State(state): State<Arc<AppState>>,
+    Writing { graph, .. }: Writing,
+    Path((_, type_name)): Path<(String, String)>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(body, MAX_SHARD_KEYS_BYTES, state.config.limits.body_timeout).await?;
+    let keys: ShardKeys = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid(format!("the body is not {{\"keys\": [...]}}: {e}")))?;
+    let keys: Vec<&str> = keys.keys.iter().map(String::as_str).collect();
+    Ok(Json(graph.shards_of(&type_name, &keys).await?).into_response())
+}
+
 pub async fn status(
     Reading { graph, .. }: Reading,
     Query(params): Query<BranchParams>,

@@ -23,6 +23,25 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
     std::fs::write(&input, people(8, "one")).unwrap();
     let input = input.to_string_lossy().into_owned();
 
+    // `tributary shards` says where each key goes; embedded and remote agree.
+    let keys: Vec<String> = (0..8).map(|i| format!("p{i}")).collect();
+    let mut args = vec!["shards", graph.as_str(), "Person", "--format", "ndjson"];
+    args.extend(keys.iter().map(String::as_str));
+    let listed = ok(&args);
+    let shard_of: Vec<u64> = listed
+        .lines()
+        .map(|l| {
+            let row: serde_json::Value = serde_json::from_str(l).unwrap();
+            row["shard"].as_str().unwrap().parse().unwrap()
+        })
+        .collect();
+    assert_eq!(shard_of.len(), 8, "{listed}");
+    assert!(shard_of.iter().all(|&s| s < 2), "{listed}");
+    assert!(
+        shard_of.contains(&1),
+        "no key of eight in shard 1: {listed}"
+    );
+
     // Eight keys over two shards: some are in shard 1, and the send is refused whole.
     let refused = run(&["ingest", &graph, &input, "--shards", "0", "--no-fold"]);
     assert_eq!(refused.status.code(), Some(65), "{refused:?}");
@@ -49,6 +68,18 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
     drop(served);
     let served = serve(dir.path(), &["--shards", "0,1"]);
     ok(&["ingest", "g", &input, "--server", &served.url]);
+
+    let mut args = vec![
+        "shards",
+        "g",
+        "Person",
+        "--format",
+        "ndjson",
+        "--server",
+        &served.url,
+    ];
+    args.extend(keys.iter().map(String::as_str));
+    assert_eq!(ok(&args), listed, "remote and embedded shards differ");
 
     // --shards is an embedded ingest's: with --server it is refused.
     let misused = run(&[

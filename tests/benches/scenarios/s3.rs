@@ -160,11 +160,9 @@ async fn ingest_for(
     }
 }
 
-/// 16 producers on one process owning one shard, beside 4 processes owning one shard
-/// each with 16 producers apiece, every row sent to its shard's owner.
-async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
-    let uri = server.uri("sharded");
-    let setup = open(server, &uri, Some(SHARDED), None).await;
+/// A new 4-shard graph at `uri`, and 16,384 keys by the shard they are in.
+async fn keys_by_shard(server: &S3Server, uri: &str) -> [Vec<String>; 4] {
+    let setup = open(server, uri, Some(SHARDED), None).await;
     let keys: Vec<String> = (0..16_384).map(|i| format!("p{i}")).collect();
     let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
     let shard_of = setup.shards_of("Person", &refs).await.expect("shards");
@@ -172,9 +170,20 @@ async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
     for (key, shard) in keys.iter().zip(shard_of) {
         by_shard[shard as usize].push(key.clone());
     }
-    drop(setup);
-    let one = Arc::new(open(server, &uri, None, Some(0)).await);
+    by_shard
+}
+
+/// 16 producers on one process owning one shard, beside 4 processes owning one shard
+/// each with 16 producers apiece, every row sent to its shard's owner.
+async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
+    // Each run on a graph of its own: a writer opening on a shard another run left
+    // unflushed would first replay that run's WAL.
+    let single_uri = server.uri("sharded_one");
+    let by_shard = keys_by_shard(server, &single_uri).await;
+    let one = Arc::new(open(server, &single_uri, None, Some(0)).await);
     let single = ingest_for(one, 16, &by_shard[0], duration).await;
+    let uri = server.uri("sharded_four");
+    let by_shard = keys_by_shard(server, &uri).await;
     let mut owners = Vec::new();
     for shard in 0..4u32 {
         owners.push(Arc::new(open(server, &uri, None, Some(shard)).await));

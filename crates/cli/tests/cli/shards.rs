@@ -1,6 +1,7 @@
 //! `--shards`: a process (an embedded ingest, or a server) that writes only some shards.
 
-use super::{ok, run, serve};
+use super::s3_server::S3Server;
+use super::{bin, ok, run, serve, serve_by};
 
 const SCHEMA: &str = "node Person @stream(shards = 2) { name: String @key  bio: String? }\n";
 
@@ -92,4 +93,97 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
         "0",
     ]);
     assert_eq!(misused.status.code(), Some(64), "{misused:?}");
+}
+
+/// Two servers on one graph on S3, each owning half the shards, fed at once by remote
+/// ingests routed with `tributary shards`; a third process folds: every row once.
+#[test]
+fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
+    let s3 = S3Server::start();
+    let env = s3.env();
+    let command = || {
+        let mut command = bin();
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        command
+    };
+    let ok_with = |args: &[&str]| -> String {
+        let output = command().args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "tributary {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.tg");
+    std::fs::write(
+        &schema,
+        "node Person @stream(shards = 4) { name: String @key  bio: String? }\n",
+    )
+    .unwrap();
+    let graph = s3.uri("g");
+    ok_with(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+
+    // Route 200 keys by their shard: 0 and 1 to one server, 2 and 3 to the other.
+    let keys: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    let mut args = vec!["shards", graph.as_str(), "Person", "--format", "ndjson"];
+    args.extend(keys.iter().map(String::as_str));
+    let mut halves = [String::new(), String::new()];
+    for row in ok_with(&args).lines() {
+        let row: serde_json::Value = serde_json::from_str(row).unwrap();
+        let shard: u32 = row["shard"].as_str().unwrap().parse().unwrap();
+        let key = row["key"].as_str().unwrap();
+        halves[(shard / 2) as usize].push_str(&format!(
+            "{{\"type\":\"Person\",\"data\":{{\"name\":\"{key}\",\"bio\":\"routed\"}}}}\n"
+        ));
+    }
+    assert!(halves.iter().all(|h| !h.is_empty()), "a half got no key");
+    let root = s3.uri("");
+    let first = serve_by(command(), &root, &["--shards", "0,1"]);
+    let second = serve_by(command(), &root, &["--shards", "2,3"]);
+    let streams: Vec<_> = [(&first, &halves[0]), (&second, &halves[1])]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (served, lines))| {
+            let input = dir.path().join(format!("half{i}.ndjson"));
+            std::fs::write(&input, lines).unwrap();
+            command()
+                .args([
+                    "ingest",
+                    "g",
+                    &input.to_string_lossy(),
+                    "--server",
+                    &served.url,
+                ])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for stream in streams {
+        let output = stream.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "a routed ingest failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    drop((first, second));
+    ok_with(&["ingest", "fold", &graph]);
+    let rows = ok_with(&[
+        "read", &graph, "Person", "--format", "ndjson", "--limit", "1000",
+    ]);
+    let mut seen: Vec<String> = rows
+        .lines()
+        .map(|l| {
+            let row: serde_json::Value = serde_json::from_str(l).unwrap();
+            row["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    seen.sort();
+    let mut expected = keys.clone();
+    expected.sort();
+    assert_eq!(seen, expected, "every routed row once");
 }

@@ -4,10 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod load;
+mod processes;
 mod producers;
 mod remote;
 mod restarts;
-mod shards;
 mod torture;
 
 // Shared with the library's tests; the CLI's reach the server by environment only.

@@ -1,4 +1,5 @@
-//! `--shards`: a process (an embedded ingest, or a server) that writes only some shards.
+//! Several processes on one graph: owners of shares of the shards (`--shards`), servers
+//! side by side, folders racing; on a local disk and on the test S3 server.
 
 use super::s3_server::S3Server;
 use super::{bin, ok, run, serve, serve_by};
@@ -186,4 +187,63 @@ fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
     let mut expected = keys.clone();
     expected.sort();
     assert_eq!(seen, expected, "every routed row once");
+}
+
+/// Two folder processes racing on one graph on S3 fold each generation once: one fold
+/// commit holds every pending row, the other finds nothing left (Lance's compaction marks
+/// and conditional commits arbitrate).
+#[test]
+fn two_folder_processes_on_s3_fold_each_generation_once() {
+    let s3 = S3Server::start();
+    let env = s3.env();
+    let command = || {
+        let mut command = bin();
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        command
+    };
+    let ok_with = |args: &[&str]| -> String {
+        let output = command().args(args).output().unwrap();
+        assert!(
+            output.status.success(),
+            "tributary {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let graph = s3.uri("g");
+    let schema = super::examples().join("schema.tg");
+    ok_with(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+    let data = dir.path().join("in.ndjson");
+    std::fs::write(&data, people(500, "pending")).unwrap();
+    ok_with(&["ingest", &graph, &data.to_string_lossy(), "--no-fold"]);
+    let folders: Vec<_> = (0..2)
+        .map(|_| {
+            command()
+                .args(["ingest", "fold", &graph, "--format", "ndjson"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for folder in folders {
+        let output = folder.wait_with_output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let folds: Vec<serde_json::Value> = ok_with(&["log", &graph, "--format", "ndjson"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|c| c["kind"] == "fold")
+        .collect();
+    assert_eq!(folds.len(), 1, "{folds:?}");
+    assert_eq!(folds[0]["rows_written"], "nodes/Person.lance=500");
+    let ids = ok_with(&[
+        "read", &graph, "Person", "--select", "id", "--format", "csv", "--limit", "1000",
+    ]);
+    assert_eq!(ids.lines().count(), 501, "header + every row once");
 }

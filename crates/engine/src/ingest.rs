@@ -85,6 +85,9 @@ pub struct Ingestor<'g> {
     producer: Option<Producer>,
 }
 
+/// Attempts at opening a table's writer whose claim met another claim.
+const OPEN_ATTEMPTS: usize = 3;
+
 impl Graph {
     /// The shard (numbered 0..N by `@stream(shards = N)`) of each of `keys` of the
     /// `@stream` type `type_name`: where a process owning some shards must send them.
@@ -173,7 +176,20 @@ impl Graph {
             return Ok(writer);
         }
         let enrolled = self.enrolled(ty).await?;
-        let writer = match TableWriter::open(&enrolled, self.settings.owned_shards.as_ref()).await {
+        let owned = self.settings.owned_shards.as_ref();
+        let mut opened = TableWriter::open(&enrolled, owned).await;
+        // A claim whose response was lost, then retried, reads as a rival's claim of the
+        // same epoch: claim again, at the next one (a live rival would simply win again).
+        for _ in 1..OPEN_ATTEMPTS {
+            match &opened {
+                Err(error) if error.is_fenced() => {
+                    tracing::info!(%error, "a writer's claim met another; claiming again");
+                    opened = TableWriter::open(&enrolled, owned).await;
+                }
+                _ => break,
+            }
+        }
+        let writer = match opened {
             Ok(writer) => Arc::new(writer),
             Err(error) if error.is_sealed() => {
                 // A schema change removed `@stream` from the type: take it, so later

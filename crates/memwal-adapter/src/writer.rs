@@ -15,7 +15,8 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{
-    from_lance, Error, FlushStalledSnafu, LanceSnafu, NotOwnedSnafu, Result, StorageSnafu,
+    from_lance, Error, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu, NotOwnedSnafu, Result,
+    StorageSnafu,
 };
 use crate::group::GroupWriter;
 use crate::settings::WriterSettings;
@@ -292,6 +293,17 @@ impl TableWriter {
     pub async fn open(enrolled: &Enrolled, owned: Option<&BTreeSet<u32>>) -> Result<TableWriter> {
         let table = enrolled.table.as_str();
         let dataset = &enrolled.dataset;
+        let count = enrolled.shards.len() as u32;
+        if let Some(beyond) = owned.and_then(|owned| owned.iter().find(|&&b| b >= count)) {
+            return InvalidSettingSnafu {
+                table,
+                message: format!(
+                    "this process is to own shard {beyond}, but the table has shards 0..{}",
+                    count.saturating_sub(1)
+                ),
+            }
+            .fail();
+        }
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(dataset.schema()));
         let held: Vec<(u32, Uuid)> = (0u32..)
             .zip(enrolled.shards.iter().copied())

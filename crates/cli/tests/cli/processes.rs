@@ -56,6 +56,15 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
     let rows = ok(&["read", &graph, "Person", "--format", "ndjson"]);
     assert_eq!(rows.lines().count(), 0, "a refused send wrote {rows}");
 
+    // A shard the type does not have is refused, naming the type's shards.
+    let beyond = run(&["ingest", &graph, &input, "--shards", "0,9", "--no-fold"]);
+    assert_eq!(beyond.status.code(), Some(65), "{beyond:?}");
+    let stderr = String::from_utf8_lossy(&beyond.stderr);
+    assert!(
+        stderr.contains("shard 9") && stderr.contains("shards 0..1"),
+        "{stderr}"
+    );
+
     // Owning both, the same input goes through.
     ok(&["ingest", &graph, &input, "--shards", "0,1"]);
     let rows = ok(&["read", &graph, "Person", "--format", "ndjson"]);

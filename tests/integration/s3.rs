@@ -618,11 +618,11 @@ async fn on_s3_a_fold_costs_the_same_after_90_folds() {
     );
 }
 
-/// The probe that checks conditional PUT at open, its response lost and its create retried
-/// (heard as "already exists" for its own object): the store is not taken for one that
-/// ignores conditional PUT.
+/// The probe that checks conditional PUT before a process's first write, its response
+/// lost and its create retried (heard as "already exists" for its own object): the store
+/// is not taken for one that ignores conditional PUT. Opening and reading write nothing.
 #[tokio::test]
-async fn a_lost_response_on_the_open_probe_is_not_taken_for_an_unsafe_store() {
+async fn a_lost_response_on_the_probe_is_not_taken_for_an_unsafe_store() {
     let s3 = S3Server::start();
     let uri = s3.uri("probed");
     Graph::builder(&uri)
@@ -631,25 +631,40 @@ async fn a_lost_response_on_the_open_probe_is_not_taken_for_an_unsafe_store() {
         .await
         .unwrap();
     for kind in [FaultKind::LostThenRetried, FaultKind::LostResponse] {
+        let counter = tributary::OpCounter::new();
         let faults = Faults::new();
         faults.fail_next("__probe/", kind, 1);
-        let opened = Graph::builder(&uri)
+        let graph = Graph::builder(&uri)
             .store_options(StoreOptions {
                 faults: Some(faults.clone()),
+                counter: Some(counter.clone()),
                 ..s3_options(&s3)
             })
             .open()
-            .await;
+            .await
+            .unwrap();
+        people(&graph).await;
+        assert_eq!(
+            counter.snapshot().of_kind(tributary::OpKind::Put),
+            0,
+            "opening and reading wrote"
+        );
+        let text = ndjson(&[line("probe", "x")]);
+        let loaded = graph.load(&text, &Default::default()).await;
         assert_eq!(faults.injected().get(&kind), Some(&1), "{kind:?}");
-        match (kind, opened) {
-            (FaultKind::LostThenRetried, opened) => {
-                assert!(opened.is_ok(), "{kind:?}: {:?}", opened.err())
+        match (kind, loaded) {
+            (FaultKind::LostThenRetried, loaded) => {
+                assert!(loaded.is_ok(), "{kind:?}: {:?}", loaded.err())
             }
-            // An error the client could not retry is an error, never "unsafe store".
-            (_, Err(error)) => assert!(
-                !error.to_string().contains("conditional PUT"),
-                "{kind:?}: {error}"
-            ),
+            // An error the client could not retry is an error, never "unsafe store"; the
+            // next write probes again.
+            (_, Err(error)) => {
+                assert!(
+                    !error.to_string().contains("conditional PUT"),
+                    "{kind:?}: {error}"
+                );
+                graph.load(&text, &Default::default()).await.unwrap();
+            }
             (_, Ok(_)) => {}
         }
     }

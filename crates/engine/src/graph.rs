@@ -100,10 +100,10 @@ impl Graph {
         Graph::builder(uri).init(source).await
     }
 
-    /// Open the graph at `uri`. Opening writes nothing of the graph: writes an earlier
-    /// process left half-done are resolved by the next load or fold (or
-    /// [`Graph::recover`]). On S3 it creates and deletes one probe object, to refuse a
-    /// store that does not honour conditional PUT.
+    /// Open the graph at `uri`. Opening writes nothing: writes an earlier process left
+    /// half-done are resolved by the next load or fold (or [`Graph::recover`]). On S3 the
+    /// first write of a process (or `init`) first creates and deletes one probe object, to
+    /// refuse a store that does not honour conditional PUT.
     pub async fn open(uri: &str) -> Result<Graph> {
         Graph::builder(uri).open().await
     }
@@ -268,6 +268,12 @@ impl Graph {
             queues.entry(branch.clone()).or_default().clone()
         };
         let queued = queue.lock_owned().await;
+        // Every graph write of this process starts here (or at a writer's open): a store
+        // that cannot arbitrate racing commits is refused before the first.
+        self.store
+            .check_conditional_put()
+            .await
+            .context(StorageSnafu)?;
         let lease = Lease::branch(&self.store, branch).await?;
         let catalog = self.current_catalog().await?;
         let mut turn = WriteTurn {
@@ -363,13 +369,11 @@ impl GraphBuilder {
         self
     }
 
-    /// The graph's store, refused if it cannot arbitrate racing commits.
-    async fn into_store(self) -> Result<(GraphStore, GraphSettings)> {
+    fn into_store(self) -> Result<(GraphStore, GraphSettings)> {
         let store = match self.store {
             Some(store) => store,
             None => GraphStore::open(&self.uri, self.options).context(StorageSnafu)?,
         };
-        store.check_conditional_put().await.context(StorageSnafu)?;
         Ok((store, self.settings))
     }
 
@@ -393,7 +397,7 @@ impl GraphBuilder {
         if fail::list().iter().any(|(name, _)| name == "graph::open") {
             tokio::task::block_in_place(|| fail::fail_point!("graph::open"));
         }
-        let (store, settings) = self.into_store().await?;
+        let (store, settings) = self.into_store()?;
         let publisher = ManifestCasPublisher::open(&store)
             .await
             .context(PublishSnafu)?;
@@ -410,8 +414,9 @@ impl GraphBuilder {
 
     /// Create the graph with the schema `source`; refused if one exists there.
     pub async fn init(self, source: &str) -> Result<Graph> {
-        let (store, settings) = self.into_store().await?;
+        let (store, settings) = self.into_store()?;
         let catalog = Catalog::parse(source).context(SchemaSnafu)?;
+        store.check_conditional_put().await.context(StorageSnafu)?;
         if store
             .dataset_exists(tributary_publisher::MANIFEST_PATH)
             .await

@@ -175,6 +175,10 @@ impl Graph {
         if let Some(writer) = self.streaming.writer(&path, branch) {
             return Ok(writer);
         }
+        self.store
+            .check_conditional_put()
+            .await
+            .map_err(|source| Error::Storage { source })?;
         let enrolled = self.enrolled(ty).await?;
         let owned = self.settings.owned_shards.as_ref();
         let mut opened = TableWriter::open(&enrolled, owned).await;

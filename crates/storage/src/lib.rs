@@ -93,6 +93,8 @@ pub struct GraphStore {
     /// The store for sidecars and listings, wrapped exactly like Lance's, and the path of
     /// the root in it; built on first use (an object store's client is made by Lance).
     raw: Arc<tokio::sync::OnceCell<(Arc<dyn ObjectStore>, Path)>>,
+    /// Set once the store has been seen to honour conditional PUT.
+    conditional_put: Arc<tokio::sync::OnceCell<()>>,
     counter: Option<OpCounter>,
 }
 
@@ -138,6 +140,7 @@ impl GraphStore {
             params,
             session: Arc::new(Session::default()),
             raw,
+            conditional_put: Arc::default(),
             counter: options.counter,
         })
     }
@@ -183,11 +186,19 @@ impl GraphStore {
 
     /// Refuse a store that does not honour conditional PUT (`If-None-Match: *`): every
     /// commit of Lance and Tributary relies on exactly one of several racing creators
-    /// winning. Local disks do (a link that fails if the name exists).
+    /// winning. Local disks do (a link that fails if the name exists). Checked once per
+    /// store, before its first write: reads write nothing.
     pub async fn check_conditional_put(&self) -> Result<()> {
         if self.is_local() {
             return Ok(());
         }
+        self.conditional_put
+            .get_or_try_init(|| self.probe_conditional_put())
+            .await
+            .map(|_| ())
+    }
+
+    async fn probe_conditional_put(&self) -> Result<()> {
         let probe = format!("__probe/{}", uuid::Uuid::new_v4());
         let mine = uuid::Uuid::new_v4().to_string().into_bytes();
         let created = match self.put_if_absent(&probe, mine.clone()).await {

@@ -29,7 +29,8 @@ the line and field); 66 not found; 75 conflict or unavailable (retry); 70 intern
 
 /// A graph store on Lance tables.
 ///
-/// GRAPH is a local directory (or file:// URI) holding one graph.
+/// GRAPH is where a graph lives: a local directory, a file:// URI, or s3://bucket/prefix
+/// (reached with the AWS_* environment or --store-option).
 #[derive(Debug, Parser)]
 #[command(name = "tributary", version, after_help = EXIT_HELP)]
 struct Cli {

@@ -64,26 +64,38 @@ impl Enrolled {
             return Ok(vec![0; keys.len()]);
         };
         let schema: SchemaRef = Arc::new(arrow_schema::Schema::from(self.dataset.schema()));
-        let field = schema
-            .field_with_name("id")
-            .map_err(|e| Error::InvalidSetting {
-                table: self.table.clone(),
-                message: format!("the table has no key: {e}"),
-            })?;
-        let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
-            keys.iter().copied(),
-        ));
-        let batch = RecordBatch::try_new(
-            Arc::new(arrow_schema::Schema::new(vec![field.clone()])),
-            vec![ids],
-        )
-        .map_err(|e| Error::InvalidSetting {
-            table: self.table.clone(),
-            message: format!("keys do not match the table's key: {e}"),
-        })?;
-        let buckets = buckets_of(&self.table, &batch, spec, self.dataset.schema())?;
-        Ok(buckets.iter().map(|b| b.unwrap_or(0) as u32).collect())
+        shards_of_keys(&self.table, &schema, spec, self.dataset.schema(), keys)
     }
+}
+
+/// The shard (bucket number) of each of `keys` of `table` (whose Arrow schema is `schema`,
+/// Lance's `lance_schema`), as `spec` routes them.
+fn shards_of_keys(
+    table: &str,
+    schema: &SchemaRef,
+    spec: &ShardingSpec,
+    lance_schema: &lance::datatypes::Schema,
+    keys: &[&str],
+) -> Result<Vec<u32>> {
+    let field = schema
+        .field_with_name("id")
+        .map_err(|e| Error::InvalidSetting {
+            table: table.to_owned(),
+            message: format!("the table has no key: {e}"),
+        })?;
+    let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
+        keys.iter().copied(),
+    ));
+    let batch = RecordBatch::try_new(
+        Arc::new(arrow_schema::Schema::new(vec![field.clone()])),
+        vec![ids],
+    )
+    .map_err(|e| Error::InvalidSetting {
+        table: table.to_owned(),
+        message: format!("keys do not match the table's key: {e}"),
+    })?;
+    let buckets = buckets_of(table, &batch, spec, lance_schema)?;
+    Ok(buckets.iter().map(|b| b.unwrap_or(0) as u32).collect())
 }
 
 /// The bucket of each row of `batch`, by the hash of its `id` (Lance's bucket sharding).
@@ -355,28 +367,8 @@ impl TableWriter {
             }
             .fail();
         };
-        let field = self
-            .schema
-            .field_with_name("id")
-            .map_err(|e| Error::InvalidSetting {
-                table: self.table.clone(),
-                message: format!("the table has no key: {e}"),
-            })?;
-        let ids: arrow_array::ArrayRef = Arc::new(arrow_array::StringArray::from_iter_values(
-            keys.iter().copied(),
-        ));
-        let batch = RecordBatch::try_new(
-            Arc::new(arrow_schema::Schema::new(vec![field.clone()])),
-            vec![ids],
-        )
-        .map_err(|e| Error::InvalidSetting {
-            table: self.table.clone(),
-            message: format!("keys do not match the table's key: {e}"),
-        })?;
-        let buckets = buckets_of(&self.table, &batch, spec, schema)?;
-        match buckets
-            .iter()
-            .map(|b| b.unwrap_or(0) as u32)
+        match shards_of_keys(&self.table, &self.schema, spec, schema, keys)?
+            .into_iter()
             .find(|b| !self.buckets.contains(b))
         {
             Some(shard) => NotOwnedSnafu {

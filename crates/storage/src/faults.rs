@@ -224,6 +224,31 @@ impl FaultStore {
             other => Ok(other),
         }
     }
+
+    /// `inner`, a listing of `prefix`, after the latency and with a fault if one is drawn.
+    fn faulted_listing(
+        &self,
+        prefix: Option<&Path>,
+        inner: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let path = prefix.cloned().unwrap_or_default();
+        let fault = self.faults.draw(&path, false);
+        let latency = self.faults.latency();
+        futures::stream::once(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            match fault {
+                Some(kind) => Err(injected(kind, &path)),
+                None => Ok(inner),
+            }
+        })
+        .flat_map(|result| match result {
+            Ok(inner) => inner,
+            Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
+        })
+        .boxed()
+    }
 }
 
 impl fmt::Display for FaultStore {
@@ -302,25 +327,7 @@ impl ObjectStore for FaultStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let root = Path::default();
-        let path = prefix.unwrap_or(&root).clone();
-        let fault = self.faults.draw(&path, false);
-        let latency = self.faults.latency();
-        let inner = self.inner.list(prefix);
-        futures::stream::once(async move {
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            match fault {
-                Some(kind) => Err(injected(kind, &path)),
-                None => Ok(inner),
-            }
-        })
-        .flat_map(|result| match result {
-            Ok(inner) => inner,
-            Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
-        })
-        .boxed()
+        self.faulted_listing(prefix, self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -328,25 +335,7 @@ impl ObjectStore for FaultStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let root = Path::default();
-        let path = prefix.unwrap_or(&root).clone();
-        let fault = self.faults.draw(&path, false);
-        let latency = self.faults.latency();
-        let inner = self.inner.list_with_offset(prefix, offset);
-        futures::stream::once(async move {
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            match fault {
-                Some(kind) => Err(injected(kind, &path)),
-                None => Ok(inner),
-            }
-        })
-        .flat_map(|result| match result {
-            Ok(inner) => inner,
-            Err(error) => futures::stream::once(async move { Err(error) }).boxed(),
-        })
-        .boxed()
+        self.faulted_listing(prefix, self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

@@ -33,7 +33,19 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn ok(args: &[&str]) -> String {
-    let output = run(args);
+    ok_by(bin(), args)
+}
+
+/// `tributary` with `env` set (an S3 server's `AWS_*` environment, say).
+fn bin_with(env: &[(String, String)]) -> Command {
+    let mut command = bin();
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    command
+}
+
+/// `command` run with `args`: its output, or a failed test showing its stderr.
+fn ok_by(mut command: Command, args: &[&str]) -> String {
+    let output = command.args(args).output().expect("run tributary");
     assert!(
         output.status.success(),
         "tributary {args:?} failed: {}",

@@ -2,7 +2,7 @@
 //! side by side, folders racing; on a local disk and on the test S3 server.
 
 use super::s3_server::S3Server;
-use super::{bin, ok, run, serve, serve_by};
+use super::{bin_with, ok, ok_by, run, serve, serve_by};
 
 const SCHEMA: &str = "node Person @stream(shards = 2) { name: String @key  bio: String? }\n";
 
@@ -111,20 +111,8 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
 fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
     let s3 = S3Server::start();
     let env = s3.env();
-    let command = || {
-        let mut command = bin();
-        command.envs(env.iter().map(|(k, v)| (k, v)));
-        command
-    };
-    let ok_with = |args: &[&str]| -> String {
-        let output = command().args(args).output().unwrap();
-        assert!(
-            output.status.success(),
-            "tributary {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let command = || bin_with(&env);
+    let ok_with = |args: &[&str]| ok_by(command(), args);
     let dir = tempfile::tempdir().unwrap();
     let schema = dir.path().join("schema.tg");
     std::fs::write(
@@ -205,20 +193,8 @@ fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
 fn two_folder_processes_on_s3_fold_each_generation_once() {
     let s3 = S3Server::start();
     let env = s3.env();
-    let command = || {
-        let mut command = bin();
-        command.envs(env.iter().map(|(k, v)| (k, v)));
-        command
-    };
-    let ok_with = |args: &[&str]| -> String {
-        let output = command().args(args).output().unwrap();
-        assert!(
-            output.status.success(),
-            "tributary {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let command = || bin_with(&env);
+    let ok_with = |args: &[&str]| ok_by(command(), args);
     let dir = tempfile::tempdir().unwrap();
     let graph = s3.uri("g");
     let schema = super::examples().join("schema.tg");

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 
 use super::s3_server::{self, S3Server};
-use super::{bin, empty_graph, examples, serve_by, Served};
+use super::{bin_with, empty_graph, examples, ok_by, serve_by, Served};
 
 /// xorshift64*: small, deterministic, no dependency.
 struct Rng(u64);
@@ -177,9 +177,7 @@ impl Place {
     }
 
     fn command(&self) -> std::process::Command {
-        let mut command = bin();
-        command.envs(self.env.iter().map(|(k, v)| (k, v)));
-        command
+        bin_with(&self.env)
     }
 
     fn run(&self, args: &[&str]) -> std::process::Output {
@@ -187,13 +185,7 @@ impl Place {
     }
 
     fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "tributary {args:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("utf-8 output")
+        ok_by(self.command(), args)
     }
 
     /// A fold that must succeed: on a store that fails requests, after a few tries.

@@ -242,7 +242,12 @@ fn torture(place: Place, default_operations: u64) {
         std::fs::write(&input, text(&rows)).unwrap();
         let served = server.get_or_insert_with(|| serve_by(place.command(), &place.root, &[]));
         let url = served.url.clone();
-        match rng.below(10) {
+        // A trace to read when the oracle fails: which kind of operation wrote what
+        // (0-1 remote ingest, 2-3 embedded ingest, 4 killed ingest, 5-6 load, 7 abandoned
+        // remote load, 8 server stop, 9 fold), and how much of it was acknowledged.
+        let kind = rng.below(10);
+        eprintln!("torture: op{op} kind {kind} writes {rows:?}");
+        match kind {
             // A remote ingest through the server.
             0 | 1 => {
                 let output = place.run(&[
@@ -454,6 +459,10 @@ fn torture(place: Place, default_operations: u64) {
 /// Record what an ingest acknowledged: every line up to `through`; the outcome of the
 /// rest is unknown (the process failed or was killed before acknowledging them).
 fn settle(oracle: &mut Oracle, tally: &mut Tally, rows: &[(String, String)], through: u64) {
+    eprintln!(
+        "torture:   acknowledged through line {through} of {}",
+        rows.len()
+    );
     for (i, (key, value)) in rows.iter().enumerate() {
         if (i as u64) < through {
             oracle.acknowledged(key, value);

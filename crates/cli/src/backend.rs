@@ -12,8 +12,10 @@ use crate::Failure;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
     /// Run the command on a `tributary serve` at this URL; GRAPH is then the graph id.
-    #[arg(long, global = true, env = "TRIBUTARY_SERVER")]
-    pub server: Option<String>,
+    /// `ingest` takes several (repeated or comma-separated): servers that each own some
+    /// shards (`serve --shards`), each line going to the owner of its key's shard.
+    #[arg(long, global = true, env = "TRIBUTARY_SERVER", value_delimiter = ',')]
+    pub server: Vec<String>,
     /// Bearer token for --server. Prefer TRIBUTARY_TOKEN or --token-file: a command
     /// line is visible to every user of the machine.
     #[arg(long, global = true, env = "TRIBUTARY_TOKEN", hide_env_values = true)]
@@ -46,9 +48,26 @@ impl ServerArgs {
 
     /// The client of the server named by `--server`, for `graph`; `None` without one.
     pub fn remote(&self, graph: &str) -> Result<Option<Remote>, Failure> {
-        let Some(url) = self.server.as_ref() else {
-            return Ok(None);
-        };
+        let mut remotes = self.remotes(graph)?;
+        if remotes.len() > 1 {
+            return Err(Failure::usage(format!(
+                "{} servers given (--server); only `ingest` takes several, sending each line \
+                 to the server that owns its shard",
+                remotes.len()
+            )));
+        }
+        Ok(remotes.pop())
+    }
+
+    /// The clients of every server `--server` names, for `graph`.
+    pub fn remotes(&self, graph: &str) -> Result<Vec<Remote>, Failure> {
+        self.server
+            .iter()
+            .map(|url| self.remote_at(url, graph))
+            .collect()
+    }
+
+    fn remote_at(&self, url: &str, graph: &str) -> Result<Remote, Failure> {
         match reqwest::Url::parse(url) {
             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
             Ok(_) | Err(_) => {
@@ -84,7 +103,7 @@ impl ServerArgs {
         let http = http
             .build()
             .map_err(|e| Failure::usage(format!("cannot set up the HTTP client: {e}")))?;
-        Ok(Some(Remote::new(url, graph, token, http)))
+        Ok(Remote::new(url, graph, token, http))
     }
 }
 

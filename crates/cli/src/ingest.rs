@@ -281,6 +281,24 @@ pub(crate) fn spawn_reader(file: &str) -> Result<LineSource, Failure> {
 }
 
 impl LineSource {
+    /// A source fed by another task (which sends `Ok` lines and ends it by dropping the
+    /// sender), holding at most `capacity` lines not yet taken.
+    pub(crate) fn channel(
+        capacity: usize,
+    ) -> (
+        tokio::sync::mpsc::Sender<Result<Vec<u8>, Failure>>,
+        LineSource,
+    ) {
+        let (sender, receiver) = tokio::sync::mpsc::channel(capacity.max(1));
+        (
+            sender,
+            LineSource {
+                receiver,
+                failed: None,
+            },
+        )
+    }
+
     /// The next line, or the read error that ended the input.
     async fn next_line(&mut self) -> Option<Result<Vec<u8>, Failure>> {
         if let Some(failure) = self.failed.take() {

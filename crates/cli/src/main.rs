@@ -6,6 +6,7 @@ mod ingest;
 mod output;
 mod remote;
 mod remote_ingest;
+mod routed_ingest;
 mod serve;
 mod signals;
 
@@ -552,13 +553,18 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     producer: args.producer,
                     sequence: args.sequence,
                 };
-                match server.remote(&run.graph)? {
-                    Some(_) if args.shards.is_some() => Err(Failure::usage(
+                let mut remotes = server.remotes(&run.graph)?;
+                match remotes.len() {
+                    1.. if args.shards.is_some() => Err(Failure::usage(
                         "--shards is for an embedded ingest; a server owns the shards `serve \
                          --shards` gives it",
                     )),
-                    Some(remote) => remote_ingest::run(&remote, run, format, &mut out).await,
-                    None => {
+                    2.. => routed_ingest::run(remotes, &server.server, run, format, &mut out).await,
+                    1 => {
+                        let remote = remotes.remove(0);
+                        remote_ingest::run(&remote, run, format, &mut out).await
+                    }
+                    _ => {
                         let settings = tributary::GraphSettings {
                             owned_shards: args.shards.map(|s| s.into_iter().collect()),
                             ..Default::default()

@@ -178,8 +178,25 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
+    let source = spawn_reader(&args.file)?;
+    let summary = {
+        let mut print = |record: Value| print_record(&record, format, &mut *out);
+        stream_lines(remote, source, &args, &mut print).await?
+    };
+    report(&summary, format, out, "the server folds them")
+}
+
+/// Stream `source`'s lines to the server, resuming after its refusals and restarts: each
+/// acknowledgement record goes to `on_record` as it arrives, and the summary of the whole
+/// source is returned, both numbering lines from the source's first.
+pub(crate) async fn stream_lines(
+    remote: &Remote,
+    source: LineSource,
+    args: &IngestRun,
+    on_record: &mut dyn FnMut(Value) -> Result<(), Failure>,
+) -> Result<Value, Failure> {
     let replay = Replay {
-        source: Arc::new(tokio::sync::Mutex::new(spawn_reader(&args.file)?)),
+        source: Arc::new(tokio::sync::Mutex::new(source)),
         book: Arc::default(),
     };
     // The server makes one send (one WAL append) of each chunk it receives: a chunk holds
@@ -211,7 +228,7 @@ pub async fn run(
             .header(reqwest::header::CONTENT_TYPE, "application/x-ndjson")
             .body(reqwest::Body::wrap_stream(body));
         let ended = match remote.send_http(request).await {
-            Ok(response) => relay(response, &replay, &progress, format, out).await?,
+            Ok(response) => relay(response, &replay, &progress, on_record).await?,
             // Refused before the stream started (the graph's streams are all taken,
             // back-pressure, or no server there).
             Err(error) if error.kind() == tributary::ErrorKind::Unavailable => Ended::Retry {
@@ -227,7 +244,7 @@ pub async fn run(
             return Err(failure);
         }
         match ended {
-            Ended::Summary(summary) => return finish(summary, &progress, format, out),
+            Ended::Summary(summary) => return Ok(whole_summary(summary, &progress)),
             Ended::Retry {
                 why,
                 lines,
@@ -269,10 +286,8 @@ async fn relay(
     response: reqwest::Response,
     replay: &Replay,
     progress: &Progress,
-    format: Format,
-    out: &mut dyn Write,
+    on_record: &mut dyn FnMut(Value) -> Result<(), Failure>,
 ) -> Result<Ended, Failure> {
-    let io = |e: std::io::Error| Failure::io(e.to_string());
     let mut stream = response.bytes_stream();
     let mut buffer = Vec::new();
     let (mut lines, mut acked, mut rejected, mut duplicates) = (0, 0, 0, 0);
@@ -326,17 +341,7 @@ async fn relay(
             rejected += rejects.len() as u64;
             duplicates += record["duplicates"].as_u64().unwrap_or(0);
             renumber(&mut record, progress);
-            match format {
-                Format::Json | Format::Ndjson => {
-                    writeln!(out, "{record}").map_err(io)?;
-                    out.flush().map_err(io)?;
-                }
-                _ => {
-                    for reject in record["rejected"].as_array().into_iter().flatten() {
-                        eprintln!("rejected: {}", reject["error"].as_str().unwrap_or_default());
-                    }
-                }
-            }
+            on_record(record)?;
         }
     }
     Ok(Ended::Retry {
@@ -362,22 +367,57 @@ fn renumber(record: &mut Value, progress: &Progress) {
         }
     };
     add(record.get_mut("through_line"), progress.lines);
+    add(record.get_mut("stopped_at"), progress.lines);
     add(record.get_mut("acked"), progress.acked);
     if let Some(rejects) = record.get_mut("rejected").and_then(Value::as_array_mut) {
         for reject in rejects {
-            add(reject.get_mut("line"), progress.lines);
+            if let Some(line) = reject["line"].as_u64() {
+                renumber_line(reject, line + progress.lines);
+            }
         }
     }
 }
 
-/// Print the summary of the whole input and fail as the server's last stream did.
-fn finish(
-    mut summary: Value,
-    progress: &Progress,
+/// Give a record of one line (a rejection, `{"line": n, "error": "line n: ..."}`) the
+/// number `line`, in its text too.
+pub(crate) fn renumber_line(reject: &mut Value, line: u64) {
+    let Some(old) = reject["line"].as_u64() else {
+        return;
+    };
+    reject["line"] = Value::from(line);
+    if let Some(error) = reject.get_mut("error") {
+        if let Some(rest) = error
+            .as_str()
+            .and_then(|text| text.strip_prefix(&format!("line {old}")))
+        {
+            *error = Value::from(format!("line {line}{rest}"));
+        }
+    }
+}
+
+/// Print one acknowledgement record: as it is in JSON, its rejections on stderr in text.
+pub(crate) fn print_record(
+    record: &Value,
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::io(e.to_string());
+    match format {
+        Format::Json | Format::Ndjson => {
+            writeln!(out, "{record}").map_err(io)?;
+            out.flush().map_err(io)?;
+        }
+        _ => {
+            for reject in record["rejected"].as_array().into_iter().flatten() {
+                eprintln!("rejected: {}", reject["error"].as_str().unwrap_or_default());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The summary of a stream's last attempt, numbered from the source's first line.
+fn whole_summary(mut summary: Value, progress: &Progress) -> Value {
     renumber(&mut summary, progress);
     let lines = summary
         .get_mut("error")
@@ -385,7 +425,7 @@ fn finish(
         .and_then(Value::as_array_mut);
     for line in lines.into_iter().flatten() {
         if let Some(n) = line.get("line").and_then(Value::as_u64) {
-            line["line"] = Value::from(n + progress.lines);
+            renumber_line(line, n + progress.lines);
         }
     }
     for (field, earlier) in [
@@ -398,11 +438,23 @@ fn finish(
             }
         }
     }
+    summary
+}
+
+/// Print the summary of the whole input (`folding` says who folds it) and fail as the
+/// summary says the streams did.
+pub(crate) fn report(
+    summary: &Value,
+    format: Format,
+    out: &mut dyn Write,
+    folding: &str,
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, {}through line {}; the server folds them",
+            "{} rows durable, {} lines rejected, {}through line {}; {folding}",
             summary["acked"],
             summary["rejected"],
             crate::ingest::duplicates_text(summary["duplicates"].as_u64().unwrap_or(0)),

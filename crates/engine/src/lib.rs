@@ -76,7 +76,9 @@ pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{
     BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, MAIN_BRANCH,
 };
-pub use tributary_schema::{BreakingChange, Catalog, LineError, SchemaChange, TablePath};
+pub use tributary_schema::{
+    BreakingChange, Catalog, Decoder, LineError, LineTarget, SchemaChange, TablePath,
+};
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
     FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered, RejectKind,

@@ -56,6 +56,9 @@ pub struct IngestStatus {
     /// Each producer's acknowledged and folded marks.
     #[serde(default)]
     pub producers: Vec<crate::ProducerStatus>,
+    /// The shards this process writes (`serve --shards`); `None`: every shard.
+    #[serde(default)]
+    pub owned_shards: Option<Vec<u32>>,
 }
 
 /// What no fold has published yet, over every enrolled table, read from each table's
@@ -160,6 +163,11 @@ impl Graph {
             last_fold: head.and_then(|head| head.last_fold),
             fold_error: self.last_fold_error().await?,
             producers: self.producer_status(branch, &folded).await?,
+            owned_shards: self
+                .settings
+                .owned_shards
+                .as_ref()
+                .map(|owned| owned.iter().copied().collect()),
         })
     }
 }

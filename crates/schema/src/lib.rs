@@ -7,8 +7,8 @@ mod path;
 pub mod schema;
 
 pub use decode::{
-    conform, decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError, TypeBatch,
-    TypeDeletes, TypePatches,
+    conform, decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError,
+    LineTarget, TypeBatch, TypeDeletes, TypePatches,
 };
 pub use path::TablePath;
 pub use schema::{

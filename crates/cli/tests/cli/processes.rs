@@ -105,10 +105,13 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
     assert_eq!(misused.status.code(), Some(64), "{misused:?}");
 }
 
-/// Two servers on one graph on S3, each owning half the shards, fed at once by remote
-/// ingests routed with `tributary shards`; a third process folds: every row once.
+/// Two servers on one graph on S3, each owning half the shards, fed by one remote ingest
+/// given both: each line goes to its shard's owner, the acknowledgements come back in the
+/// input's line numbers (a rejected line named by its own number), and a third process
+/// folds every row once. Without an owner for some shard, or with a producer, the routed
+/// ingest is refused before it sends anything.
 #[test]
-fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
+fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
     let s3 = S3Server::start();
     let env = s3.env();
     let command = || bin_with(&env);
@@ -117,73 +120,115 @@ fn two_servers_owning_half_the_shards_each_take_their_rows_at_once_on_s3() {
     let schema = dir.path().join("schema.tg");
     std::fs::write(
         &schema,
-        "node Person @stream(shards = 4) { name: String @key  bio: String? }\n",
+        "node Person @stream(shards = 4) { name: String @key  age: I32? }\n",
     )
     .unwrap();
     let graph = s3.uri("g");
     ok_with(&["init", &graph, "--schema", &schema.to_string_lossy()]);
-
-    // Route 200 keys by their shard: 0 and 1 to one server, 2 and 3 to the other.
-    let keys: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
-    let mut args = vec!["shards", graph.as_str(), "Person", "--format", "ndjson"];
-    args.extend(keys.iter().map(String::as_str));
-    let mut halves = [String::new(), String::new()];
-    for row in ok_with(&args).lines() {
-        let row: serde_json::Value = serde_json::from_str(row).unwrap();
-        let shard: u32 = row["shard"].as_str().unwrap().parse().unwrap();
-        let key = row["key"].as_str().unwrap();
-        halves[(shard / 2) as usize].push_str(&format!(
-            "{{\"type\":\"Person\",\"data\":{{\"name\":\"{key}\",\"bio\":\"routed\"}}}}\n"
-        ));
-    }
-    assert!(halves.iter().all(|h| !h.is_empty()), "a half got no key");
     let root = s3.uri("");
     let first = serve_by(command(), &root, &["--shards", "0,1"]);
     let second = serve_by(command(), &root, &["--shards", "2,3"]);
-    let streams: Vec<_> = [(&first, &halves[0]), (&second, &halves[1])]
-        .into_iter()
-        .enumerate()
-        .map(|(i, (served, lines))| {
-            let input = dir.path().join(format!("half{i}.ndjson"));
-            std::fs::write(&input, lines).unwrap();
-            command()
-                .args([
-                    "ingest",
-                    "g",
-                    &input.to_string_lossy(),
-                    "--server",
-                    &served.url,
-                ])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+    let both = format!("{},{}", first.url, second.url);
+
+    // 200 rows, line 57 invalid, then a delete of p3 and a patch of p4.
+    let mut lines: Vec<String> = (0..200)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"age\":{i}}}}}"))
         .collect();
-    for stream in streams {
-        let output = stream.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "a routed ingest failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+    lines[56] = r#"{"type":"Person","data":{"name":"bad","age":"old"}}"#.to_owned();
+    lines.push(r#"{"delete":"Person","key":"p3"}"#.to_owned());
+    lines.push(r#"{"type":"Person","patch":{"name":"p4","age":1000}}"#.to_owned());
+    let input = dir.path().join("all.ndjson");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let input = input.to_string_lossy().into_owned();
+
+    let unowned = bin_with(&env)
+        .args([
+            "ingest",
+            "g",
+            &input,
+            "--server",
+            &format!("{},{}", first.url, first.url),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(unowned.status.code(), Some(64), "{unowned:?}");
+    let message = String::from_utf8_lossy(&unowned.stderr);
+    assert!(message.contains("shard 2 of Person"), "{message}");
+    let producer = bin_with(&env)
+        .args(["ingest", "g", &input, "--server", &both, "--producer", "p"])
+        .output()
+        .unwrap();
+    assert_eq!(producer.status.code(), Some(64), "{producer:?}");
+
+    let records = ok_with(&[
+        "ingest",
+        "g",
+        &input,
+        "--server",
+        &both,
+        "--format",
+        "json",
+        "--batch-lines",
+        "16",
+    ]);
+    let records: Vec<serde_json::Value> = records
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let summary = records.last().unwrap();
+    assert_eq!(summary["summary"], true, "{summary}");
+    assert_eq!(summary["acked"], 201, "{summary}");
+    assert_eq!(summary["rejected"], 1, "{summary}");
+    assert_eq!(summary["through_line"], 202, "{summary}");
+    let acks = &records[..records.len() - 1];
+    let mut through = 0;
+    for record in acks {
+        let now = record["through_line"].as_u64().unwrap();
+        assert!(now >= through, "through_line went back: {record}");
+        through = now;
     }
+    let rejects: Vec<&serde_json::Value> = acks
+        .iter()
+        .flat_map(|r| r["rejected"].as_array().unwrap())
+        .collect();
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    assert_eq!(rejects[0]["line"], 57, "{rejects:?}");
+    let error = rejects[0]["error"].as_str().unwrap();
+    assert!(error.starts_with("line 57, field `age`"), "{error}");
+    for server in [0, 1] {
+        let rows: u64 = acks
+            .iter()
+            .filter(|r| r["server"] == server)
+            .map(|r| r["rows"].as_u64().unwrap())
+            .sum();
+        assert!(rows > 0, "server {server} took no row: {acks:?}");
+    }
+
     drop((first, second));
     ok_with(&["ingest", "fold", &graph]);
     let rows = ok_with(&[
         "read", &graph, "Person", "--format", "ndjson", "--limit", "1000",
     ]);
-    let mut seen: Vec<String> = rows
+    let mut seen: Vec<(String, i64)> = rows
         .lines()
         .map(|l| {
             let row: serde_json::Value = serde_json::from_str(l).unwrap();
-            row["id"].as_str().unwrap().to_owned()
+            (
+                row["name"].as_str().unwrap().to_owned(),
+                row["age"].as_i64().unwrap(),
+            )
         })
         .collect();
     seen.sort();
-    let mut expected = keys.clone();
+    let mut expected: Vec<(String, i64)> = (0..200)
+        .filter(|i| ![3, 56].contains(i))
+        .map(|i| (format!("p{i}"), if i == 4 { 1000 } else { i }))
+        .collect();
     expected.sort();
-    assert_eq!(seen, expected, "every routed row once");
+    assert_eq!(
+        seen, expected,
+        "every routed row once, the delete and the patch applied"
+    );
 }
 
 /// Two folder processes racing on one graph on S3 fold each generation once: one fold

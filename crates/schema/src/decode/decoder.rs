@@ -29,6 +29,13 @@ pub struct Decoder<'c> {
     patches: Vec<Option<TableBuilder<'c>>>,
 }
 
+/// The type and row id a valid line writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineTarget {
+    pub type_name: String,
+    pub id: String,
+}
+
 /// A valid line: a row to write, a patch of one, or a key to delete.
 enum Staged<'l> {
     Row(StagedRow<'l>),
@@ -157,6 +164,37 @@ impl<'c> Decoder<'c> {
                 reason,
             }),
         }
+    }
+
+    /// The type and row id a line writes (as a row, a patch or a delete), validated as
+    /// `push_line` validates it but buffering nothing: lets a client send each line to
+    /// the process that owns its key. `Ok(None)` for a blank line.
+    pub fn target_of(&mut self, line_no: u64, line: &str) -> Result<Option<LineTarget>, LineError> {
+        if line.trim().is_empty() {
+            return Ok(None);
+        }
+        let (table, id) = match self.stage(line) {
+            Ok(Staged::Row(row) | Staged::Patch(row)) => {
+                let id = match (&row.key, &row.endpoints) {
+                    (Some(key), _) => key.id(),
+                    (None, Some((src, dst))) => super::edge_id(src, dst),
+                    (None, None) => String::new(),
+                };
+                (row.table, id)
+            }
+            Ok(Staged::Delete { table, id }) => (table, id),
+            Err(Reject { field, reason }) => {
+                return Err(LineError {
+                    line: line_no,
+                    field,
+                    reason,
+                })
+            }
+        };
+        Ok(Some(LineTarget {
+            type_name: self.catalog.types[table].name.clone(),
+            id,
+        }))
     }
 
     /// Number of valid rows buffered so far (all types).

@@ -21,7 +21,7 @@ use std::fmt;
 use arrow_array::RecordBatch;
 
 pub use conform::conform;
-pub use decoder::Decoder;
+pub use decoder::{Decoder, LineTarget};
 pub use patch::{patch_rows, patch_schema};
 
 /// The id of an edge without its own `@key`: `src->dst`, with `\` and `->` inside either

@@ -29,6 +29,14 @@ impl<'a> KeyValue<'a> {
         }
     }
 
+    /// The row id this key becomes.
+    pub fn id(&self) -> String {
+        match self {
+            KeyValue::Text(text) => text.to_string(),
+            KeyValue::Int(value) => value.to_string(),
+        }
+    }
+
     fn write_to(&self, builder: &mut StringBuilder) {
         // Writing into a StringBuilder cannot fail.
         let _ = match self {

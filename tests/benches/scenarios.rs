@@ -316,6 +316,16 @@ const GROUPS: [&str; 10] = [
 ];
 
 fn main() {
+    if let Some(spec) =
+        std::env::args().find_map(|a| a.strip_prefix(s3::OWNER_FLAG).map(str::to_owned))
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(s3::owner_process(&spec));
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let only: Vec<String> = std::env::args()
         .filter_map(|a| a.strip_prefix("--only=").map(str::to_owned))

@@ -174,7 +174,9 @@ impl Error {
             | Error::InvalidSetting { .. }
             | Error::Sealed { .. }
             | Error::NotOwned { .. } => ErrorKind::InvalidInput,
-            Error::Lance { .. } => ErrorKind::Internal,
+            Error::Lance { source, .. } => {
+                tributary_storage::store_access_kind(source).unwrap_or(ErrorKind::Internal)
+            }
             Error::Storage { source } => source.kind(),
         }
     }

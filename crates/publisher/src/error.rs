@@ -65,9 +65,10 @@ impl Error {
             | Error::NotAGraph { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::InvalidInput,
             Error::Storage { source } => source.kind(),
-            Error::TableNotPinned { .. } | Error::CorruptRow { .. } | Error::Lance { .. } => {
-                ErrorKind::Internal
+            Error::Lance { source, .. } => {
+                tributary_storage::store_access_kind(source).unwrap_or(ErrorKind::Internal)
             }
+            Error::TableNotPinned { .. } | Error::CorruptRow { .. } => ErrorKind::Internal,
         }
     }
 }

@@ -88,7 +88,8 @@ impl std::fmt::Display for ErrorKind {
 }
 
 /// The kind of an error Lance reported: a lost commit race is a conflict, a refusal of
-/// the input is invalid input, anything else is internal.
+/// the input is invalid input, a failure to reach the store is what [`store_access_kind`]
+/// says, anything else is internal.
 pub fn lance_kind(source: &lance::Error) -> ErrorKind {
     match source {
         lance::Error::CommitConflict { .. }
@@ -96,8 +97,49 @@ pub fn lance_kind(source: &lance::Error) -> ErrorKind {
         | lance::Error::IncompatibleTransaction { .. }
         | lance::Error::TooMuchWriteContention { .. } => ErrorKind::Conflict,
         lance::Error::InvalidInput { .. } | lance::Error::Schema { .. } => ErrorKind::InvalidInput,
-        _ => ErrorKind::Internal,
+        _ => store_access_kind(source).unwrap_or(ErrorKind::Internal),
     }
+}
+
+/// The kind of a failure to reach an object, when that is what `source` is: an object
+/// that is not there, credentials the store refused, or a store the S3 client gave up
+/// retrying (unreachable, or failing).
+pub fn store_access_kind(source: &lance::Error) -> Option<ErrorKind> {
+    match source {
+        lance::Error::NotFound { .. } => Some(ErrorKind::NotFound),
+        lance::Error::IO { source, .. } => source
+            .downcast_ref::<object_store::Error>()
+            .and_then(object_store_kind),
+        _ => None,
+    }
+}
+
+fn object_store_kind(error: &object_store::Error) -> Option<ErrorKind> {
+    match error {
+        object_store::Error::NotFound { .. } => Some(ErrorKind::NotFound),
+        object_store::Error::Unauthenticated { .. } => Some(ErrorKind::Unauthorized),
+        object_store::Error::PermissionDenied { .. } => Some(ErrorKind::Forbidden),
+        // What the S3 client reports for a request that failed for good: some paths
+        // (listings) give a refusal only as text; otherwise a network failure or the
+        // store's 5xx, its retries spent. (A local disk's errors stay internal.)
+        object_store::Error::Generic { store: "S3", .. } => {
+            Some(match refused_status(&error.to_string()) {
+                Some(401) => ErrorKind::Unauthorized,
+                Some(403) => ErrorKind::Forbidden,
+                Some(404) => ErrorKind::NotFound,
+                _ => ErrorKind::Unavailable,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The HTTP status in an S3 client's message ("Server returned non-2xx status code: 403
+/// Forbidden"): object_store keeps its typed status private. Pinned by the CLI test of S3
+/// failures' exit statuses.
+fn refused_status(message: &str) -> Option<u16> {
+    let (_, rest) = message.split_once("status code: ")?;
+    rest.get(..3)?.parse().ok()
 }
 
 impl crate::Error {
@@ -105,7 +147,9 @@ impl crate::Error {
         match self {
             crate::Error::InvalidUri { .. } => ErrorKind::InvalidInput,
             crate::Error::Lance { source, .. } => lance_kind(source),
-            crate::Error::ObjectStore { .. } => ErrorKind::Internal,
+            crate::Error::ObjectStore { source, .. } => {
+                object_store_kind(source).unwrap_or(ErrorKind::Internal)
+            }
         }
     }
 }

@@ -12,6 +12,7 @@ mod error;
 mod faults;
 mod kind;
 pub mod lance_text;
+mod s3_settings;
 mod wrapper;
 
 use std::collections::{BTreeMap, HashMap};
@@ -30,7 +31,7 @@ use snafu::ResultExt;
 pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
 pub use error::{Error, Result};
 pub use faults::{FaultKind, FaultStore, Faults};
-pub use kind::{lance_kind, ErrorKind};
+pub use kind::{lance_kind, store_access_kind, ErrorKind};
 pub use wrapper::GraphStoreWrapper;
 
 /// One object listed below a directory.
@@ -119,6 +120,26 @@ impl GraphStore {
     pub fn open(uri: &str, options: StoreOptions) -> Result<Self> {
         let root = parse_root(uri)?;
         let local = matches!(root, Root::Local(_));
+        if !local {
+            for key in s3_settings::unknown_keys(&options.settings) {
+                tracing::warn!(
+                    "the store option `{key}` is not a setting of S3, its HTTP client or \
+                     Lance: it is ignored"
+                );
+            }
+            let env = |key: &str| std::env::var(key).ok();
+            if let Some(endpoint) = s3_settings::plain_http_endpoint(&options.settings, env) {
+                return InvalidUriSnafu {
+                    uri,
+                    reason: format!(
+                        "its endpoint {endpoint} is plain http, which the S3 client refuses \
+                         unless allowed: set allow_http=true (`--store-option \
+                         allow_http=true`, or AWS_ALLOW_HTTP=true)"
+                    ),
+                }
+                .fail();
+            }
+        }
         let wrapper = Arc::new(GraphStoreWrapper::new(
             local,
             options.counter.clone(),

@@ -1,7 +1,7 @@
 //! The write paths on the test S3 server (tests/s3-server), with latency added to every
 //! request as a distant store has it: 1-row loads, 1-row ingest sends at 1, 16 and 64
-//! producers, a fold of what they left, and 1 process on 1 shard beside 4 processes (each
-//! a graph handle with its own client, in this process) on 4 shards.
+//! producers, a fold of what they left, and 1 process on 1 shard beside 4 processes on 4
+//! shards (processes of this binary, see [`OWNER_FLAG`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -160,50 +160,25 @@ async fn ingest_for(
     }
 }
 
-/// A new 4-shard graph at `uri`, and 16,384 keys by the shard they are in.
-async fn keys_by_shard(server: &S3Server, uri: &str) -> [Vec<String>; 4] {
-    let setup = open(server, uri, Some(SHARDED), None).await;
-    let keys: Vec<String> = (0..16_384).map(|i| format!("p{i}")).collect();
-    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let shard_of = setup.shards_of("Person", &refs).await.expect("shards");
-    let mut by_shard: [Vec<String>; 4] = Default::default();
-    for (key, shard) in keys.iter().zip(shard_of) {
-        by_shard[shard as usize].push(key.clone());
-    }
-    by_shard
-}
-
-/// 16 producers on one process owning one shard, beside 4 processes owning one shard
-/// each with 16 producers apiece, every row sent to its shard's owner.
+/// One process owning one shard with 16 producers, beside 4 processes owning one shard
+/// each with 16 producers apiece, every row sent to its shard's owner. The owners are
+/// processes of this binary (`--s3-owner=`), each with its own runtime and S3 client.
 async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
     // Each run on a graph of its own: a writer opening on a shard another run left
     // unflushed would first replay that run's WAL.
     let single_uri = server.uri("sharded_one");
-    let by_shard = keys_by_shard(server, &single_uri).await;
-    let one = Arc::new(open(server, &single_uri, None, Some(0)).await);
-    let single = ingest_for(one, 16, &by_shard[0], duration).await;
+    open(server, &single_uri, Some(SHARDED), None).await;
+    let single = owner_processes(server, &single_uri, &[0], duration).await;
+    let single = &single[0];
     let uri = server.uri("sharded_four");
-    let by_shard = keys_by_shard(server, &uri).await;
-    let mut owners = Vec::new();
-    for shard in 0..4u32 {
-        owners.push(Arc::new(open(server, &uri, None, Some(shard)).await));
-    }
-    let runs: Vec<_> = owners
-        .into_iter()
-        .zip(by_shard)
-        .map(|(graph, keys)| {
-            tokio::spawn(async move { ingest_for(graph, 16, &keys, duration).await })
-        })
-        .collect();
-    let mut rows = 0.0;
-    let mut p99: f64 = 0.0;
-    let mut first: f64 = 0.0;
-    for run in runs {
-        let rate = run.await.expect("owner");
-        rows += rate.rows_per_s;
-        p99 = p99.max(rate.p99_ms);
-        first = first.max(rate.first_send_ms);
-    }
+    open(server, &uri, Some(SHARDED), None).await;
+    let four = owner_processes(server, &uri, &[0, 1, 2, 3], duration).await;
+    let rows: f64 = four.iter().map(|rate| rate.rows_per_s).sum();
+    let p99 = four.iter().map(|rate| rate.p99_ms).fold(0.0, f64::max);
+    let first = four
+        .iter()
+        .map(|rate| rate.first_send_ms)
+        .fold(0.0, f64::max);
     report(json!({
         "scenario": "s3_shards",
         "latency_ms": latency_ms,
@@ -211,4 +186,92 @@ async fn shards(server: &S3Server, latency_ms: u64, duration: Duration) {
         "four_processes_four_shards": {"rows_per_s": rows, "worst_p99_ms": p99, "worst_first_send_ms": first},
         "four_over_one": rows / single.rows_per_s,
     }));
+}
+
+/// The argument that makes this binary one owner process of the shard benchmark:
+/// `--s3-owner=URI,SHARD,MILLISECONDS`, the store reached by the AWS_* environment.
+pub const OWNER_FLAG: &str = "--s3-owner=";
+
+/// Run one owner process per shard of `shards`, at once, each sending the keys of its
+/// shard from 16 producers for `duration`; their rates.
+async fn owner_processes(
+    server: &S3Server,
+    uri: &str,
+    shards: &[u32],
+    duration: Duration,
+) -> Vec<Rate> {
+    let exe = std::env::current_exe().expect("the bench binary");
+    let children: Vec<_> = shards
+        .iter()
+        .map(|shard| {
+            std::process::Command::new(&exe)
+                .arg(format!(
+                    "{OWNER_FLAG}{uri},{shard},{}",
+                    duration.as_millis()
+                ))
+                .envs(server.env())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .expect("an owner process")
+        })
+        .collect();
+    let mut rates = Vec::new();
+    for child in children {
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .expect("join")
+            .expect("owner output");
+        assert!(output.status.success(), "an owner process failed");
+        let rate: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("an owner's rate");
+        let field = |name: &str| rate[name].as_f64().expect("a rate field");
+        rates.push(Rate {
+            rows_per_s: field("rows_per_s"),
+            p50_ms: field("p50_ms"),
+            p99_ms: field("p99_ms"),
+            first_send_ms: field("first_send_ms"),
+        });
+    }
+    rates
+}
+
+/// The body of an owner process (`spec` is what follows [`OWNER_FLAG`]): open the graph
+/// owning one shard, send its shard's keys from 16 producers, print the rate as JSON.
+pub async fn owner_process(spec: &str) {
+    let mut parts = spec.split(',');
+    let (Some(uri), Some(shard), Some(ms)) = (parts.next(), parts.next(), parts.next()) else {
+        panic!("{OWNER_FLAG}URI,SHARD,MILLISECONDS, not {spec}");
+    };
+    let shard: u32 = shard.parse().expect("a shard number");
+    let duration = Duration::from_millis(ms.parse().expect("milliseconds"));
+    let graph = Graph::builder(uri)
+        .settings(GraphSettings {
+            owned_shards: Some([shard].into_iter().collect()),
+            ..Default::default()
+        })
+        .open()
+        .await
+        .expect("open on S3");
+    let keys: Vec<String> = (0..16_384).map(|i| format!("p{i}")).collect();
+    let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let shard_of = graph.shards_of("Person", &refs).await.expect("shards");
+    let mine: Vec<String> = keys
+        .into_iter()
+        .zip(shard_of)
+        .filter(|(_, of)| *of == shard)
+        .map(|(key, _)| key)
+        .collect();
+    let graph = Arc::new(graph);
+    let rate = ingest_for(graph.clone(), 16, &mine, duration).await;
+    // As an owner stops: what it acknowledged flushed, no flush cut short at exit.
+    graph.close_writers().await.expect("close the writers");
+    println!(
+        "{}",
+        json!({
+            "rows_per_s": rate.rows_per_s,
+            "p50_ms": rate.p50_ms,
+            "p99_ms": rate.p99_ms,
+            "first_send_ms": rate.first_send_ms,
+        })
+    );
 }

@@ -277,3 +277,53 @@ fn two_folder_processes_on_s3_fold_each_generation_once() {
     ]);
     assert_eq!(ids.lines().count(), 501, "header + every row once");
 }
+
+/// Failures to reach a graph on S3 exit with the status of their kind, and settings
+/// mistakes are named: refused credentials 77, an unreachable store 75, a bucket that is
+/// not there 66, a plain-http endpoint without `allow_http` 65 (naming the fix), and a
+/// store option no layer reads is warned about.
+#[test]
+fn s3_failures_exit_with_their_kind_and_name_the_setting() {
+    let s3 = S3Server::start();
+    let env = s3.env();
+    let graph = s3.uri("g");
+    let schema = super::examples().join("schema.tg");
+    ok_by(
+        bin_with(&env),
+        &["init", &graph, "--schema", &schema.to_string_lossy()],
+    );
+    let with = |change: &[(&str, &str)], args: &[&str]| {
+        let mut env = env.clone();
+        for (key, value) in change {
+            env.retain(|(k, _)| k != key);
+            if !value.is_empty() {
+                env.push((key.to_string(), value.to_string()));
+            }
+        }
+        bin_with(&env).args(args).output().unwrap()
+    };
+    type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, i32, &'a str);
+    let cases: [Case; 4] = [
+        (&[("AWS_SECRET_ACCESS_KEY", "wrong")], &graph, 77, ""),
+        (&[("AWS_ENDPOINT", "http://127.0.0.1:1")], &graph, 75, ""),
+        (&[], "s3://no-such-bucket/g", 66, ""),
+        (&[("AWS_ALLOW_HTTP", "")], &graph, 65, "allow_http=true"),
+    ];
+    for (change, uri, code, says) in cases {
+        let output = with(change, &["log", uri]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{change:?} {uri}: {stderr}"
+        );
+        assert!(stderr.contains(says), "{change:?}: {stderr}");
+    }
+    let typo = with(&[], &["log", &graph, "--store-option", "aws_endpiont=x"]);
+    assert!(typo.status.success(), "{typo:?}");
+    let stderr = String::from_utf8_lossy(&typo.stderr);
+    assert!(
+        stderr.contains("`aws_endpiont` is not a setting"),
+        "{stderr}"
+    );
+}

@@ -23,7 +23,7 @@ use crate::remote::Remote;
 use crate::Failure;
 
 /// How long `ingest --server` keeps waiting for a server that refused or ended a stream.
-const PATIENCE: Duration = Duration::from_secs(300);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(300);
 
 /// The input's lines, re-sendable until the server acknowledges them.
 ///
@@ -129,6 +129,12 @@ impl Replay {
         Some(Ok(chunk))
     }
 
+    /// The attempt that ended sent no line.
+    fn sent_nothing(&self) -> bool {
+        let book = self.book();
+        book.settled == 0 && book.unsettled.is_empty()
+    }
+
     /// The input could not be read (the run fails with this, whatever the server says).
     fn unreadable(&self) -> Option<Failure> {
         self.book().unreadable.take()
@@ -161,6 +167,8 @@ enum Ended {
     /// Worth another attempt: why, and what the attempt settled.
     Retry {
         why: String,
+        /// The server ended the attempt with a summary (it is there).
+        answered: bool,
         lines: u64,
         acked: u64,
         rejected: u64,
@@ -233,6 +241,7 @@ pub(crate) async fn stream_lines(
             // back-pressure, or no server there).
             Err(error) if error.kind() == tributary::ErrorKind::Unavailable => Ended::Retry {
                 why: error.to_string(),
+                answered: false,
                 lines: 0,
                 acked: 0,
                 rejected: 0,
@@ -247,17 +256,21 @@ pub(crate) async fn stream_lines(
             Ended::Summary(summary) => return Ok(whole_summary(summary, &progress)),
             Ended::Retry {
                 why,
+                answered,
                 lines,
                 acked,
                 rejected,
                 duplicates,
             } => {
+                // A stream the server ended while no line came (its idle timeout, when
+                // the input is quiet or routed elsewhere) says nothing against the server.
+                let idle = answered && replay.sent_nothing();
                 progress.lines += lines;
                 progress.acked += acked;
                 progress.rejected += rejected;
                 progress.duplicates += duplicates;
                 // Patience is for a server that makes no progress, not a lifetime total.
-                if lines > 0 {
+                if lines > 0 || idle {
                     waited = Duration::ZERO;
                 }
                 if waited >= PATIENCE {
@@ -269,10 +282,12 @@ pub(crate) async fn stream_lines(
                 }
                 let pause = Duration::from_secs(tributary_server::RETRY_AFTER_S)
                     .max(Duration::from_millis(250));
-                eprintln!(
-                    "the server is unavailable ({why}); sending again from line {} in {pause:?}",
-                    progress.lines + 1
-                );
+                if !idle {
+                    eprintln!(
+                        "the server is unavailable ({why}); sending again from line {} in {pause:?}",
+                        progress.lines + 1
+                    );
+                }
                 tokio::time::sleep(pause).await;
                 waited += pause;
             }
@@ -297,6 +312,7 @@ async fn relay(
             Err(error) => {
                 return Ok(Ended::Retry {
                     why: format!("the server stream broke: {error}"),
+                    answered: false,
                     lines,
                     acked,
                     rejected,
@@ -317,6 +333,7 @@ async fn relay(
                 return Ok(if resumable {
                     replay.settled(through);
                     Ended::Retry {
+                        answered: true,
                         why: record["error"]["error"]
                             .as_str()
                             .unwrap_or("unavailable")
@@ -346,6 +363,7 @@ async fn relay(
     }
     Ok(Ended::Retry {
         why: "the server ended the stream without a summary".into(),
+        answered: false,
         lines,
         acked,
         rejected,
@@ -386,13 +404,26 @@ pub(crate) fn renumber_line(reject: &mut Value, line: u64) {
     };
     reject["line"] = Value::from(line);
     if let Some(error) = reject.get_mut("error") {
-        if let Some(rest) = error
-            .as_str()
-            .and_then(|text| text.strip_prefix(&format!("line {old}")))
-        {
-            *error = Value::from(format!("line {line}{rest}"));
+        if let Some(text) = error.as_str() {
+            *error = Value::from(renumber_text(text, old, line));
         }
     }
+}
+
+/// `text` with its first mention of line `old` ("line 12," / "line 12:" / "line 12" at
+/// the end) made line `new`.
+pub(crate) fn renumber_text(text: &str, old: u64, new: u64) -> String {
+    let mention = format!("line {old}");
+    let mut from = 0;
+    while let Some(at) = text[from..].find(&mention) {
+        let start = from + at;
+        let end = start + mention.len();
+        if !text[end..].starts_with(|c: char| c.is_ascii_digit()) {
+            return format!("{}line {new}{}", &text[..start], &text[end..]);
+        }
+        from = end;
+    }
+    text.to_owned()
 }
 
 /// Print one acknowledgement record: as it is in JSON, its rejections on stderr in text.
@@ -419,6 +450,13 @@ pub(crate) fn print_record(
 /// The summary of a stream's last attempt, numbered from the source's first line.
 fn whole_summary(mut summary: Value, progress: &Progress) -> Value {
     renumber(&mut summary, progress);
+    // The message names the first of the error's lines (a strict stop's).
+    let first = summary["error"]["lines"][0]["line"].as_u64();
+    if let (Some(old), Some(text)) = (first, summary["error"]["error"].as_str()) {
+        if progress.lines > 0 {
+            summary["error"]["error"] = Value::from(renumber_text(text, old, old + progress.lines));
+        }
+    }
     let lines = summary
         .get_mut("error")
         .and_then(|error| error.get_mut("lines"))

@@ -3,29 +3,38 @@
 //! one resumable stream per server (the single server's stream of `remote_ingest`), and
 //! their acknowledgements are merged back into the input's line numbers.
 //!
-//! The lines are validated here with the graph's own schema and decoder (the one the
+//! The lines are checked here with the graph's own schema and decoder (the ones the
 //! servers use), so a line's type and key are known before it is sent; the shard of a key
-//! is the server's answer (`POST /shards/{type}`), so the hash has one owner. A line that
-//! names no streamed type's key (invalid, blank, or of a type without `@stream`) goes to
-//! the first server, which rejects or refuses it as it would any line.
+//! is a server's answer (`POST /shards/{type}`), so the hash has one owner. A line that
+//! names no streamed type's key (invalid, not UTF-8, or of a type without `@stream`) goes
+//! to the first server, which rejects it as it would any line; under `--strict` nothing
+//! after such a line is routed, and the first server stops at it with its usual message.
+//! Lines go out in input order: a server that stops taking lines (paused, restarting)
+//! holds up the others once its queue is full.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tributary::{Catalog, Decoder, GraphOps, LineError};
+use tributary::{Catalog, Decoder, ErrorKind, GraphOps, LineError, LineTarget};
 
 use crate::ingest::{spawn_reader, IngestRun, LineSource};
 use crate::output::Format;
 use crate::remote::Remote;
-use crate::remote_ingest::{print_record, renumber_line, report, stream_lines};
+use crate::remote_ingest::{print_record, renumber_line, report, stream_lines, PATIENCE};
 use crate::Failure;
+
+/// The most key bytes one `shards_of` request carries (the server takes 1 MiB).
+const MAX_KEY_BYTES: usize = 256 * 1024;
 
 /// Which server takes the lines of each shard of each streamed type.
 struct Routes {
     catalog: Catalog,
-    /// Per streamed type: its shard count and the server of each shard.
+    /// Per server: the shards it owns (`None`: all).
+    owned: Vec<Option<Vec<u32>>>,
+    /// Per streamed type: the server of each of its shards.
     owners: BTreeMap<String, Vec<usize>>,
 }
 
@@ -37,14 +46,19 @@ impl Routes {
         urls: &[String],
         branch: &str,
     ) -> Result<Routes, Failure> {
-        let source = remotes[0].schema().await?;
-        let catalog = Catalog::parse(&source).map_err(|e| {
-            Failure::internal(format!("the server's schema does not parse here: {e}"))
-        })?;
         let mut owned = Vec::with_capacity(remotes.len());
         for remote in remotes {
             owned.push(remote.ingest_status(branch).await?.owned_shards);
         }
+        let catalog = schema_of(&remotes[0]).await?;
+        Routes::plan(catalog, owned, urls)
+    }
+
+    fn plan(
+        catalog: Catalog,
+        owned: Vec<Option<Vec<u32>>>,
+        urls: &[String],
+    ) -> Result<Routes, Failure> {
         let mut owners = BTreeMap::new();
         for ty in &catalog.types {
             let Some(stream) = &ty.stream else { continue };
@@ -67,8 +81,25 @@ impl Routes {
             }
             owners.insert(ty.name.clone(), of_shard);
         }
-        Ok(Routes { catalog, owners })
+        Ok(Routes {
+            catalog,
+            owned,
+            owners,
+        })
     }
+
+    /// Take the schema again (a change may have added a type or a field since).
+    async fn refresh(&mut self, remote: &Remote, urls: &[String]) -> Result<(), Failure> {
+        let catalog = schema_of(remote).await?;
+        *self = Routes::plan(catalog, std::mem::take(&mut self.owned), urls)?;
+        Ok(())
+    }
+}
+
+async fn schema_of(remote: &Remote) -> Result<Catalog, Failure> {
+    let source = remote.schema().await?;
+    Catalog::parse(&source)
+        .map_err(|e| Failure::internal(format!("the server's schema does not parse here: {e}")))
 }
 
 /// Which input line each server's stream carries, to number its records back.
@@ -105,8 +136,8 @@ impl Ledger {
             .fold(self.routed, u64::min)
     }
 
-    /// Give each record of one line in `lines` (a server's numbers, not yet settled) the
-    /// number of its input line.
+    /// Give each record of one line in `lines` (in `server`'s numbers, not yet settled)
+    /// the number of its input line.
     fn renumber(&self, server: usize, lines: Option<&mut Value>) {
         let server = &self.servers[server];
         for line in lines.and_then(Value::as_array_mut).into_iter().flatten() {
@@ -121,7 +152,10 @@ impl Ledger {
     }
 
     /// One of `server`'s records, in the input's numbers.
-    fn merge(&mut self, server: usize, mut record: Value) -> Value {
+    fn merge(&mut self, server: usize, url: &str, mut record: Value) -> Value {
+        if !record.is_object() {
+            return record;
+        }
         self.renumber(server, record.get_mut("rejected"));
         let lines = &mut self.servers[server];
         let through = record["through_line"].as_u64().unwrap_or(lines.settled);
@@ -136,11 +170,22 @@ impl Ledger {
         lines.duplicates += record["duplicates"].as_u64().unwrap_or(0);
         record["through_line"] = Value::from(self.through_line());
         record["acked"] = Value::from(self.servers.iter().map(|s| s.acked).sum::<u64>());
-        record["server"] = Value::from(server);
+        record["server"] = Value::from(url);
         if let Some(object) = record.as_object_mut() {
             object.remove("stopped_at");
         }
         record
+    }
+
+    /// A stream's summary error in the input's numbers: its lines, and its message, which
+    /// names the first of them.
+    fn renumber_error(&self, server: usize, error: &mut Value) {
+        let first = error["lines"][0]["line"].as_u64();
+        self.renumber(server, error.get_mut("lines"));
+        let renumbered = error["lines"][0]["line"].as_u64();
+        if let (Some(old), Some(new), Some(text)) = (first, renumbered, error["error"].as_str()) {
+            error["error"] = Value::from(crate::remote_ingest::renumber_text(text, old, new));
+        }
     }
 }
 
@@ -158,6 +203,7 @@ pub async fn run(
              run a producer per server, each with the lines of that server's shards",
         ));
     }
+    let started = Instant::now();
     let routes = Routes::discover(&remotes, urls, &args.branch).await?;
     let ledger = Mutex::new(Ledger {
         routed: 0,
@@ -171,8 +217,18 @@ pub async fn run(
         senders.push(sender);
         sources.push(source);
     }
+    // A stream ends before the input only when it failed: the router stops then.
+    let (ended, ended_rx) = tokio::sync::watch::channel(false);
     let input = spawn_reader(&args.file)?;
-    let router = route(&routes, &remotes[0], input, senders, &ledger, &args);
+    let router = Router {
+        routes,
+        remotes: &remotes,
+        urls,
+        ledger: &ledger,
+        strict: args.strict,
+        max_lines,
+    }
+    .run(input, senders, ended_rx);
 
     // The streams report through one channel, so the records print in the order they
     // arrive, from this task.
@@ -180,6 +236,7 @@ pub async fn run(
     let streams = futures::future::join_all(remotes.iter().zip(sources).enumerate().map(
         |(server, (remote, source))| {
             let records = records.clone();
+            let ended = &ended;
             let args = &args;
             async move {
                 let mut forward = |record: Value| {
@@ -187,7 +244,12 @@ pub async fn run(
                     let _ = records.send((server, record));
                     Ok(())
                 };
-                stream_lines(remote, source, args, &mut forward).await
+                let result = stream_lines(remote, source, args, &mut forward).await;
+                if let Err(failure) = &result {
+                    eprintln!("the stream to {} failed: {}", urls[server], failure.message);
+                }
+                ended.send_replace(true);
+                result
             }
         },
     ));
@@ -195,7 +257,7 @@ pub async fn run(
     let work = async { tokio::join!(router, streams) };
     tokio::pin!(work);
     let mut print = |server: usize, record: Value| {
-        let merged = Ledger::lock(&ledger).merge(server, record);
+        let merged = Ledger::lock(&ledger).merge(server, &urls[server], record);
         print_record(&merged, format, &mut *out)
     };
     let (routed, summaries) = loop {
@@ -209,122 +271,238 @@ pub async fn run(
     }
 
     let ledger = Ledger::lock(&ledger);
+    let acked = ledger.servers.iter().map(|s| s.acked).sum::<u64>();
+    let seconds = started.elapsed().as_secs_f64();
     let mut summary = json!({
         "summary": true,
-        "acked": ledger.servers.iter().map(|s| s.acked).sum::<u64>(),
+        "acked": acked,
         "rejected": ledger.servers.iter().map(|s| s.rejected).sum::<u64>(),
         "duplicates": ledger.servers.iter().map(|s| s.duplicates).sum::<u64>(),
         "through_line": ledger.through_line(),
-        "servers": remotes.len(),
+        "servers": urls,
+        "seconds": seconds,
+        "rows_per_s": acked as f64 / seconds.max(1e-9),
     });
-    // The first stream to fail (in server order) fails the run; its lines are renumbered
-    // by its server's ledger.
-    let mut failure = None;
-    let mut broken = None;
+    // The run fails as the earliest failure in the input did: the router's, or a stream's
+    // (its lines renumbered by its server's ledger); a stream that broke (its server gone
+    // past patience) fails it otherwise.
+    let mut failure: Option<(u64, Failed)> = None;
+    let mut consider = |line: u64, failed: Failed| {
+        if failure.as_ref().is_none_or(|(first, _)| line < *first) {
+            failure = Some((line, failed));
+        }
+    };
     for (server, ended) in summaries.into_iter().enumerate() {
         match ended {
             Ok(mut stream_summary) => {
                 if let Some(error) = stream_summary.get_mut("error") {
-                    if failure.is_none() {
-                        ledger.renumber(server, error.get_mut("lines"));
-                        error["server"] = Value::from(urls[server].clone());
-                        failure = Some(error.clone());
-                    }
+                    ledger.renumber_error(server, error);
+                    error["server"] = Value::from(urls[server].clone());
+                    let line = error["lines"][0]["line"].as_u64().unwrap_or(u64::MAX - 1);
+                    consider(line, Failed::Wire(error.clone()));
                 }
             }
-            Err(error) => {
-                broken.get_or_insert(error);
-            }
+            Err(broken) => consider(u64::MAX, Failed::Here(broken)),
         }
     }
-    if let Some(bad) = routed? {
-        summary["error"] = json!({
-            "kind": tributary::ErrorKind::InvalidInput.name(),
-            "error": format!("--strict: stopped at {bad}"),
-            "lines": [{"line": bad.line, "error": bad.to_string()}],
-        });
-    } else if let Some(error) = failure {
-        summary["error"] = error;
+    if let Err(error) = routed {
+        consider(ledger.routed + 1, Failed::Here(error));
     }
     drop(ledger);
-    let reported = report(&summary, format, out, "the servers fold them");
-    match broken {
-        Some(failure) => Err(failure),
-        None => reported,
+    match failure.map(|(_, failed)| failed) {
+        None => report(&summary, format, out, "the servers fold them"),
+        Some(Failed::Wire(error)) => {
+            summary["error"] = error;
+            report(&summary, format, out, "the servers fold them")
+        }
+        Some(Failed::Here(failure)) => {
+            summary["error"] = json!({"error": failure.message});
+            // The summary is printed for its `through_line`; the run fails as it failed.
+            let _ = report(&summary, format, out, "the servers fold them");
+            Err(failure)
+        }
     }
 }
 
-/// Read the input, send each line to its server, and record where it went. Ends at the
-/// input's end, or, under `--strict`, before its first invalid line (returned), or when a
-/// server's stream has ended (the others then end too: their senders drop).
-async fn route(
-    routes: &Routes,
-    asker: &Remote,
-    mut input: LineSource,
-    senders: Vec<tokio::sync::mpsc::Sender<Result<Vec<u8>, Failure>>>,
-    ledger: &Mutex<Ledger>,
-    args: &IngestRun,
-) -> Result<Option<LineError>, Failure> {
-    let mut decoder = Decoder::new(&routes.catalog);
-    let mut line_no = 0u64;
-    while let Some(batch) = input.next_batch(args.batch_lines.max(1)).await {
-        let lines = batch?;
-        let first = line_no + 1;
-        line_no += lines.len() as u64;
-        // Each line's server: the first one unless it names a key of a streamed type.
-        let mut server_of = vec![0usize; lines.len()];
-        let mut keys: BTreeMap<&str, (Vec<String>, Vec<usize>)> = BTreeMap::new();
-        let mut stop = None;
-        for (index, line) in lines.iter().enumerate() {
-            let target = match std::str::from_utf8(line) {
-                Ok(text) => decoder.target_of(first + index as u64, text),
-                Err(_) => Ok(None),
+/// Why a routed run failed: a stream's summary error (from a server), or a failure here.
+enum Failed {
+    Wire(Value),
+    Here(Failure),
+}
+
+/// Reads the input and sends each line to its server, recording where it went.
+struct Router<'a> {
+    routes: Routes,
+    remotes: &'a [Remote],
+    urls: &'a [String],
+    ledger: &'a Mutex<Ledger>,
+    strict: bool,
+    max_lines: usize,
+}
+
+impl Router<'_> {
+    /// Route until the input ends, a stream has ended (`ended`), or under `--strict` the
+    /// first line that cannot be routed has gone to the first server (which stops at it).
+    async fn run(
+        mut self,
+        mut input: LineSource,
+        senders: Vec<tokio::sync::mpsc::Sender<Result<Vec<u8>, Failure>>>,
+        mut ended: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), Failure> {
+        let mut line_no = 0u64;
+        loop {
+            let batch = tokio::select! {
+                batch = input.next_batch(self.max_lines) => batch,
+                _ = ended.wait_for(|ended| *ended) => return Ok(()),
             };
-            match target {
-                Ok(Some(target)) => {
-                    if let Some((name, owners)) = routes.owners.get_key_value(&target.type_name) {
-                        if owners.len() > 1 {
-                            let (ids, indexes) = keys.entry(name.as_str()).or_default();
-                            ids.push(target.id);
-                            indexes.push(index);
-                        } else {
-                            server_of[index] = owners[0];
+            let Some(batch) = batch else {
+                return Ok(());
+            };
+            let lines = batch?;
+            let first = line_no + 1;
+            line_no += lines.len() as u64;
+            let (servers, stop_after) = self.servers_of(first, &lines).await?;
+            let sendable = stop_after.map_or(lines.len(), |index| index + 1);
+            for (index, line) in lines.into_iter().take(sendable).enumerate() {
+                let server = servers[index];
+                {
+                    let mut ledger = Ledger::lock(self.ledger);
+                    ledger.servers[server]
+                        .unsettled
+                        .push_back(first + index as u64);
+                    ledger.routed += 1;
+                }
+                tokio::select! {
+                    sent = senders[server].send(Ok(line)) => {
+                        // That stream has ended; the run reports why.
+                        if sent.is_err() {
+                            return Ok(());
                         }
                     }
+                    _ = ended.wait_for(|ended| *ended) => return Ok(()),
                 }
-                Ok(None) => {}
-                Err(bad) if args.strict => {
-                    stop = Some((index, bad));
+            }
+            if stop_after.is_some() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The server of each of `lines` (the first is input line `first`), and under
+    /// `--strict` the index of the first that cannot be routed (nothing after it goes).
+    async fn servers_of(
+        &mut self,
+        first: u64,
+        lines: &[Vec<u8>],
+    ) -> Result<(Vec<usize>, Option<usize>), Failure> {
+        let mut servers = vec![0usize; lines.len()];
+        let mut targets = self.targets(first, lines);
+        if targets.iter().any(|target| matches!(target, Some(Err(_)))) {
+            // Perhaps a type or field a schema change added since: read the schema again.
+            self.routes.refresh(&self.remotes[0], self.urls).await?;
+            targets = self.targets(first, lines);
+        }
+        let mut keys: BTreeMap<String, (Vec<String>, Vec<usize>)> = BTreeMap::new();
+        let mut stop_after = None;
+        for (index, target) in targets.into_iter().enumerate() {
+            let owners = match &target {
+                Some(Ok(Some(target))) => self.routes.owners.get(&target.type_name),
+                Some(Ok(None)) => continue,
+                _ => None,
+            };
+            match (target, owners) {
+                (Some(Ok(Some(target))), Some(owners)) if owners.len() > 1 => {
+                    let (ids, indexes) = keys.entry(target.type_name).or_default();
+                    ids.push(target.id);
+                    indexes.push(index);
+                }
+                (_, Some(owners)) => servers[index] = owners[0],
+                // Not UTF-8, invalid, or of a type without `@stream`.
+                (_, None) if self.strict => {
+                    stop_after = Some(index);
                     break;
                 }
-                Err(_) => {}
+                (_, None) => {}
             }
         }
         for (type_name, (ids, indexes)) in keys {
-            let shards = asker.shards_of(type_name, &ids).await?;
-            let owners = &routes.owners[type_name];
+            let shards = self.shards_of(&type_name, &ids).await?;
+            let owners = &self.routes.owners[&type_name];
             for (index, shard) in indexes.into_iter().zip(shards) {
-                server_of[index] = owners.get(shard as usize).copied().unwrap_or(0);
+                servers[index] = *owners.get(shard as usize).ok_or_else(|| {
+                    Failure::internal(format!(
+                        "a server put a key of {type_name} in shard {shard}, but the type has {} shards",
+                        owners.len()
+                    ))
+                })?;
             }
         }
-        let sendable = stop.as_ref().map_or(lines.len(), |(index, _)| *index);
-        for (index, line) in lines.into_iter().take(sendable).enumerate() {
-            let server = server_of[index];
-            {
-                let mut ledger = Ledger::lock(ledger);
-                ledger.servers[server]
-                    .unsettled
-                    .push_back(first + index as u64);
-                ledger.routed += 1;
+        Ok((servers, stop_after))
+    }
+
+    /// What each line writes: `None` for a line that is not UTF-8.
+    #[allow(clippy::type_complexity)]
+    fn targets(
+        &self,
+        first: u64,
+        lines: &[Vec<u8>],
+    ) -> Vec<Option<Result<Option<LineTarget>, LineError>>> {
+        let mut decoder = Decoder::new(&self.routes.catalog);
+        lines
+            .iter()
+            .enumerate()
+            .map(|(index, line)| {
+                let text = std::str::from_utf8(line).ok()?;
+                Some(decoder.target_of(first + index as u64, text))
+            })
+            .collect()
+    }
+
+    /// The shards of `ids`, asked of the servers in turn, in requests of at most
+    /// [`MAX_KEY_BYTES`]; a server that is unavailable is passed over, for up to
+    /// [`PATIENCE`].
+    async fn shards_of(&self, type_name: &str, ids: &[String]) -> Result<Vec<u32>, Failure> {
+        let mut shards = Vec::with_capacity(ids.len());
+        let mut start = 0;
+        while start < ids.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < ids.len() && (end == start || bytes + ids[end].len() + 8 <= MAX_KEY_BYTES) {
+                bytes += ids[end].len() + 8;
+                end += 1;
             }
-            if senders[server].send(Ok(line)).await.is_err() {
-                // That server's stream has ended; the run reports why.
-                return Ok(None);
+            let part = &ids[start..end];
+            let answer = self.ask_shards(type_name, part).await?;
+            if answer.len() != part.len() {
+                return Err(Failure::internal(format!(
+                    "a server gave {} shards for {} keys of {type_name}",
+                    answer.len(),
+                    part.len()
+                )));
             }
+            shards.extend(answer);
+            start = end;
         }
-        if let Some((_, bad)) = stop {
-            return Ok(Some(bad));
+        Ok(shards)
+    }
+
+    async fn ask_shards(&self, type_name: &str, ids: &[String]) -> Result<Vec<u32>, Failure> {
+        let deadline = Instant::now() + PATIENCE;
+        let mut turn = 0;
+        loop {
+            let remote = &self.remotes[turn % self.remotes.len()];
+            match remote.shards_of(type_name, ids).await {
+                Ok(shards) => return Ok(shards),
+                Err(error)
+                    if error.kind() == ErrorKind::Unavailable && Instant::now() < deadline =>
+                {
+                    turn += 1;
+                    if turn % self.remotes.len() == 0 {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
     }
-    Ok(None)
 }

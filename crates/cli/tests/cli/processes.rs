@@ -125,6 +125,8 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
     .unwrap();
     let graph = s3.uri("g");
     ok_with(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+    let strict_graph = s3.uri("h");
+    ok_with(&["init", &strict_graph, "--schema", &schema.to_string_lossy()]);
     let root = s3.uri("");
     let first = serve_by(command(), &root, &["--shards", "0,1"]);
     let second = serve_by(command(), &root, &["--shards", "2,3"]);
@@ -159,6 +161,31 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
         .output()
         .unwrap();
     assert_eq!(producer.status.code(), Some(64), "{producer:?}");
+
+    // --strict: everything before line 57 is acknowledged, nothing after it is sent, and
+    // the failure names line 57 of the input.
+    let strict = bin_with(&env)
+        .args([
+            "ingest",
+            "h",
+            &input,
+            "--server",
+            &both,
+            "--format",
+            "json",
+            "--strict",
+            "--batch-lines",
+            "16",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(65), "{strict:?}");
+    let stdout = String::from_utf8_lossy(&strict.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["through_line"], 56, "{summary}");
+    assert_eq!(summary["acked"], 56, "{summary}");
+    let error = summary["error"]["error"].as_str().unwrap();
+    assert!(error.contains("line 57"), "{summary}");
 
     let records = ok_with(&[
         "ingest",
@@ -195,10 +222,10 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
     assert_eq!(rejects[0]["line"], 57, "{rejects:?}");
     let error = rejects[0]["error"].as_str().unwrap();
     assert!(error.starts_with("line 57, field `age`"), "{error}");
-    for server in [0, 1] {
+    for server in [&first.url, &second.url] {
         let rows: u64 = acks
             .iter()
-            .filter(|r| r["server"] == server)
+            .filter(|r| r["server"] == server.as_str())
             .map(|r| r["rows"].as_u64().unwrap())
             .sum();
         assert!(rows > 0, "server {server} took no row: {acks:?}");
@@ -228,6 +255,31 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
     assert_eq!(
         seen, expected,
         "every routed row once, the delete and the patch applied"
+    );
+
+    ok_with(&["ingest", "fold", &strict_graph]);
+    let rows = ok_with(&[
+        "read",
+        &strict_graph,
+        "Person",
+        "--format",
+        "ndjson",
+        "--limit",
+        "1000",
+    ]);
+    let mut seen: Vec<String> = rows
+        .lines()
+        .map(|l| {
+            let row: serde_json::Value = serde_json::from_str(l).unwrap();
+            row["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    seen.sort();
+    let mut expected: Vec<String> = (0..56).map(|i| format!("p{i}")).collect();
+    expected.sort();
+    assert_eq!(
+        seen, expected,
+        "under --strict, the lines before the bad one and no other"
     );
 }
 

@@ -39,11 +39,14 @@ pub enum Error {
     Storage { source: tributary_storage::Error },
 
     #[snafu(display(
-        "{table}: rows of shard {shard} go to the process that owns it; this process owns \
-         shards {owned:?}"
+        "{table}: {}rows of shard {shard} go to the process that owns it; this process owns \
+         shards {owned:?}",
+        key.as_ref().map(|key| format!("key `{key}` is in shard {shard}: ")).unwrap_or_default()
     ))]
     NotOwned {
         table: String,
+        /// A key of the shard, when one is known.
+        key: Option<String>,
         shard: u32,
         owned: Vec<u32>,
     },

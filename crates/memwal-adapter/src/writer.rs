@@ -362,6 +362,7 @@ impl TableWriter {
             // Unsharded: every key is in shard 0.
             return NotOwnedSnafu {
                 table: self.table.clone(),
+                key: Some(keys[0].to_owned()),
                 shard: 0u32,
                 owned: self.buckets.clone(),
             }
@@ -369,10 +370,12 @@ impl TableWriter {
         };
         match shards_of_keys(&self.table, &self.schema, spec, schema, keys)?
             .into_iter()
-            .find(|b| !self.buckets.contains(b))
+            .zip(keys)
+            .find(|(b, _)| !self.buckets.contains(b))
         {
-            Some(shard) => NotOwnedSnafu {
+            Some((shard, key)) => NotOwnedSnafu {
                 table: self.table.clone(),
+                key: Some((*key).to_owned()),
                 shard,
                 owned: self.buckets.clone(),
             }
@@ -395,6 +398,7 @@ impl TableWriter {
                     Some(at) => Ok((&self.shards[at].1, part)),
                     None => NotOwnedSnafu {
                         table: self.table.clone(),
+                        key: None::<String>,
                         shard: bucket as u32,
                         owned: self.buckets.clone(),
                     }

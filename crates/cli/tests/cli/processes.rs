@@ -52,6 +52,11 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
         stderr.contains("rows of shard 1") && stderr.contains("owns shards [0]"),
         "{stderr}"
     );
+    let first_of_shard_1 = &keys[shard_of.iter().position(|&s| s == 1).unwrap()];
+    assert!(
+        stderr.contains(&format!("key `{first_of_shard_1}` is in shard 1")),
+        "{stderr}"
+    );
     ok(&["ingest", "fold", &graph]);
     let rows = ok(&["read", &graph, "Person", "--format", "ndjson"]);
     assert_eq!(rows.lines().count(), 0, "a refused send wrote {rows}");

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 mod commit_point;
 #[path = "scenarios/fold.rs"]
 mod fold;
+#[path = "scenarios/heap.rs"]
+mod heap;
 #[path = "scenarios/http.rs"]
 mod http;
 #[path = "scenarios/reads.rs"]
@@ -21,6 +23,9 @@ mod reads;
 mod s3;
 #[path = "scenarios/write_api.rs"]
 mod write_api;
+
+#[global_allocator]
+static ALLOCATOR: heap::Counting = heap::Counting;
 
 use lance::dataset::mem_wal::DatasetMemWalExt;
 use serde_json::json;
@@ -302,11 +307,12 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 10] = [
+const GROUPS: [&str; 11] = [
     "load",
     "ingest",
     "fold",
     "fold_merge",
+    "fold_memory",
     "fold_mix",
     "http",
     "reads",
@@ -417,7 +423,8 @@ fn main() {
             for &(base, pending) in settings.fold_merge {
                 fold::fold_vs_merge(base, pending).await;
             }
-
+        }
+        if runs("fold_memory") {
             // The cap's worth into an empty table, four times it, and the cap's worth into
             // a table the size the 4x backlog ends at.
             let (max_rows, [small, large]) = settings.fold_memory;

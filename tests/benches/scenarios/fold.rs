@@ -94,9 +94,11 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     graph.close_writers().await.expect("flush");
     reset_peak_rss();
     let before = rss_mib();
+    let heap_before = crate::heap::reset_peak();
     let cache_before = graph.store().cache_bytes();
     let outcome = graph.fold("main").await.expect("fold");
     let peak = peak_rss_mib();
+    let heap_peak = crate::heap::peak();
     let cache_added = graph.store().cache_bytes().saturating_sub(cache_before);
     assert_eq!(outcome.rows["Person"] as usize, backlog);
     report(json!({
@@ -106,6 +108,9 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
         "base_rows": base,
         "commits": outcome.commits,
         "fold_peak_rss_added_mib": peak - before,
+        // The fold's own allocations at their peak (resident memory adds what the
+        // allocator keeps of freed memory).
+        "fold_peak_heap_added_mib": heap_peak - heap_before,
         // What Lance's session caches (index and metadata) took on during the fold.
         "lance_cache_added_mib": cache_added as f64 / (1024.0 * 1024.0),
     }));
@@ -364,10 +369,12 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
 
     reset_peak_rss();
     let fold_rss_before = rss_mib();
+    let fold_heap_before = crate::heap::reset_peak();
     let started = Instant::now();
     let outcome = graph.fold("main").await.expect("fold");
     let fold_s = started.elapsed().as_secs_f64();
     let fold_peak = peak_rss_mib();
+    let fold_heap_peak = crate::heap::peak();
     assert_eq!(outcome.rows["Person"] as usize, pending);
 
     // The same rows, as the fold left them, merged by Lance alone into the copied base.
@@ -392,6 +399,7 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
     );
     reset_peak_rss();
     let raw_rss_before = rss_mib();
+    let raw_heap_before = crate::heap::reset_peak();
     let started = Instant::now();
     let mut builder = MergeInsertBuilder::try_new(raw, vec!["id".into()]).expect("merge");
     builder
@@ -406,6 +414,7 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
         .expect("raw merge");
     let raw_s = started.elapsed().as_secs_f64();
     let raw_peak = peak_rss_mib();
+    let raw_heap_peak = crate::heap::peak();
     report(json!({
         "scenario": "fold_vs_raw_merge",
         "base_rows": base,
@@ -419,6 +428,9 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
         "fold_rss_before_mib": fold_rss_before,
         "fold_peak_rss_added_mib": fold_peak - fold_rss_before,
         "raw_merge_peak_rss_added_mib": raw_peak - raw_rss_before,
+        // Their own allocations at their peak.
+        "fold_peak_heap_added_mib": fold_heap_peak - fold_heap_before,
+        "raw_merge_peak_heap_added_mib": raw_heap_peak - raw_heap_before,
         "stages_ms": outcome.timings,
     }));
 }

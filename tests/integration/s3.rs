@@ -528,6 +528,24 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
         by_owner[0] > 0 && by_owner[1] > 0,
         "one owner took every key: {by_owner:?}"
     );
+    // Once both owners flush, the status counts each shard's pending rows on its own row,
+    // and they add up to the table's.
+    first.close_writers().await.unwrap();
+    second.close_writers().await.unwrap();
+    let status = first.ingest_status("main").await.unwrap();
+    let table = &status.tables[0];
+    let per_shard: Vec<u64> = table.shards.iter().map(|s| s.pending_rows).collect();
+    assert_eq!(
+        per_shard.iter().sum::<u64>(),
+        table.pending_rows,
+        "{per_shard:?}"
+    );
+    assert!(
+        per_shard.iter().filter(|&&rows| rows > 0).count() > 1,
+        "pending rows in one shard only: {per_shard:?}"
+    );
+    assert_eq!(status.owned_shards, Some(vec![0, 1]));
+
     // `shards_of` tells a client where each key goes, as the owners routed them.
     let keys: Vec<&str> = owner_of.keys().map(String::as_str).collect();
     let shards = first.shards_of("Person", &keys).await.unwrap();

@@ -313,8 +313,8 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
                 .collect::<Vec<_>>()
                 .join(" ")
         }),
-        numbers(&|t, _| t.pending_rows as i64),
-        numbers(&|t, _| t.pending_bytes as i64),
+        numbers(&|_, s| s.pending_rows as i64),
+        numbers(&|_, s| s.pending_bytes as i64),
         numbers(&|t, _| t.unflushed_rows as i64),
         numbers(&|_, s| s.wal_only_entries as i64),
         numbers(&|_, s| s.wal_only_rows as i64),

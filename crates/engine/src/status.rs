@@ -14,6 +14,11 @@ pub struct ShardIngestStatus {
     pub writer_epoch: u64,
     /// Generations flushed but not folded.
     pub pending_generations: Vec<u64>,
+    /// Rows and bytes of this shard's pending generations.
+    #[serde(default)]
+    pub pending_rows: u64,
+    #[serde(default)]
+    pub pending_bytes: u64,
     /// Highest generation folded into the base table.
     pub folded_through: Option<u64>,
     /// WAL entries (and their rows) not yet in any generation: a live writer's unflushed
@@ -140,6 +145,8 @@ impl Graph {
                     shard: shard.shard.to_string(),
                     writer_epoch: shard.writer_epoch,
                     pending_generations: shard.pending.iter().map(|p| p.generation).collect(),
+                    pending_rows: pending.rows,
+                    pending_bytes: pending.bytes,
                     folded_through: shard.compacted_through,
                     wal_only_entries: tail.map_or(0, |t| t.entries),
                     wal_only_rows,

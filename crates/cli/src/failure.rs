@@ -7,6 +7,8 @@ use tributary::ErrorKind;
 pub(crate) struct Failure {
     pub(crate) message: String,
     pub(crate) code: u8,
+    /// The engine's or server's kind, for an error that has one.
+    pub(crate) kind: Option<ErrorKind>,
 }
 
 /// clap's own status for a command line it cannot parse; ours match it.
@@ -27,12 +29,16 @@ impl Failure {
         Failure {
             message: message.into(),
             code,
+            kind: None,
         }
     }
 
     /// A failure of `kind`, with the kind's exit status.
     pub(crate) fn of(kind: ErrorKind, message: impl Into<String>) -> Failure {
-        Failure::with(kind.exit_code(), message)
+        Failure {
+            kind: Some(kind),
+            ..Failure::with(kind.exit_code(), message)
+        }
     }
 
     /// A failure named by a server's error body; an unknown kind is internal.

@@ -76,9 +76,9 @@ pub async fn run(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}",
+            "{} rows durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}",
             totals.acked,
-            totals.rejected,
+            lines_text(totals.rejected, "rejected"),
             duplicates_text(totals.duplicates),
             totals.through_line,
             totals.acked as f64 / seconds.max(1e-9),
@@ -324,6 +324,14 @@ impl LineSource {
             }
         }
         Some(Ok(batch))
+    }
+}
+
+/// "1 line rejected", "2 lines rejected".
+pub(crate) fn lines_text(n: u64, what: &str) -> String {
+    match n {
+        1 => format!("1 line {what}"),
+        n => format!("{n} lines {what}"),
     }
 }
 

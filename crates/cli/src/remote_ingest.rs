@@ -25,6 +25,9 @@ use crate::Failure;
 /// How long `ingest --server` keeps waiting for a server that refused or ended a stream.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(300);
 
+/// How often a server that stays unavailable is told of again.
+const SAY_AGAIN: Duration = Duration::from_secs(30);
+
 /// The input's lines, re-sendable until the server acknowledges them.
 ///
 /// The source is locked only by the body that reads it, the bookkeeping only briefly.
@@ -129,12 +132,6 @@ impl Replay {
         Some(Ok(chunk))
     }
 
-    /// The attempt that ended sent no line.
-    fn sent_nothing(&self) -> bool {
-        let book = self.book();
-        book.settled == 0 && book.unsettled.is_empty()
-    }
-
     /// The input could not be read (the run fails with this, whatever the server says).
     fn unreadable(&self) -> Option<Failure> {
         self.book().unreadable.take()
@@ -189,16 +186,19 @@ pub async fn run(
     let source = spawn_reader(&args.file)?;
     let summary = {
         let mut print = |record: Value| print_record(&record, format, &mut *out);
-        stream_lines(remote, source, &args, &mut print).await?
+        stream_lines(remote, None, source, &args, &mut print).await?
     };
     report(&summary, format, out, "the server folds them")
 }
 
 /// Stream `source`'s lines to the server, resuming after its refusals and restarts: each
 /// acknowledgement record goes to `on_record` as it arrives, and the summary of the whole
-/// source is returned, both numbering lines from the source's first.
+/// source is returned, both numbering lines from the source's first. `routed` names the
+/// server when the source is its share of a routed input (whose line numbers are not the
+/// source's, so messages say none).
 pub(crate) async fn stream_lines(
     remote: &Remote,
+    routed: Option<&str>,
     source: LineSource,
     args: &IngestRun,
     on_record: &mut dyn FnMut(Value) -> Result<(), Failure>,
@@ -214,6 +214,8 @@ pub(crate) async fn stream_lines(
     let max_lines = args.batch_lines.max(1);
     let mut progress = Progress::default();
     let mut waited = Duration::ZERO;
+    // When the last "unavailable" was said: a long outage is told every SAY_AGAIN.
+    let mut said: Option<tokio::time::Instant> = None;
     loop {
         let attempt = replay.begin();
         let body = futures::stream::unfold(replay.clone(), move |replay| async move {
@@ -262,9 +264,9 @@ pub(crate) async fn stream_lines(
                 rejected,
                 duplicates,
             } => {
-                // A stream the server ended while no line came (its idle timeout, when
-                // the input is quiet or routed elsewhere) says nothing against the server.
-                let idle = answered && replay.sent_nothing();
+                // A stream the server ended for its idle timeout (the input is quiet, or
+                // its lines go to other servers) says nothing against the server.
+                let idle = answered && why.starts_with(tributary_server::IDLE_STREAM_ENDED);
                 progress.lines += lines;
                 progress.acked += acked;
                 progress.rejected += rejected;
@@ -274,19 +276,38 @@ pub(crate) async fn stream_lines(
                     waited = Duration::ZERO;
                 }
                 if waited >= PATIENCE {
-                    return Err(Failure::unavailable(format!(
-                        "{why}; gave up after {} s with lines 1 to {} settled",
-                        PATIENCE.as_secs(),
-                        progress.lines
-                    )));
+                    return Err(Failure::unavailable(match routed {
+                        None => format!(
+                            "{why}; gave up after {} s with lines 1 to {} settled",
+                            PATIENCE.as_secs(),
+                            progress.lines
+                        ),
+                        Some(server) => {
+                            format!("{why}; gave up on {server} after {} s", PATIENCE.as_secs())
+                        }
+                    }));
                 }
                 let pause = Duration::from_secs(tributary_server::RETRY_AFTER_S)
                     .max(Duration::from_millis(250));
-                if !idle {
-                    eprintln!(
-                        "the server is unavailable ({why}); sending again from line {} in {pause:?}",
-                        progress.lines + 1
-                    );
+                let now = tokio::time::Instant::now();
+                if !idle && said.is_none_or(|at| now - at >= SAY_AGAIN) {
+                    said = Some(now);
+                    match routed {
+                        None => eprintln!(
+                            "the server is unavailable ({why}); sending again from line {} in \
+                             {pause:?} (for up to {} s)",
+                            progress.lines + 1,
+                            PATIENCE.as_secs()
+                        ),
+                        Some(server) => eprintln!(
+                            "the server {server} is unavailable ({why}); sending it again what \
+                             it has not acknowledged in {pause:?} (for up to {} s)",
+                            PATIENCE.as_secs()
+                        ),
+                    }
+                }
+                if lines > 0 {
+                    said = None;
                 }
                 tokio::time::sleep(pause).await;
                 waited += pause;
@@ -492,9 +513,9 @@ pub(crate) fn report(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {} lines rejected, {}through line {}; {folding}",
+            "{} rows durable, {}, {}through line {}; {folding}",
             summary["acked"],
-            summary["rejected"],
+            crate::ingest::lines_text(summary["rejected"].as_u64().unwrap_or(0), "rejected"),
             crate::ingest::duplicates_text(summary["duplicates"].as_u64().unwrap_or(0)),
             summary["through_line"]
         )

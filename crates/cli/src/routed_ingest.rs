@@ -65,10 +65,19 @@ impl Routes {
             let count = stream.shards.unwrap_or(1).max(1);
             let mut of_shard = Vec::with_capacity(count as usize);
             for shard in 0..count {
-                let owner = owned.iter().position(|shards| match shards {
+                let mut owners = owned.iter().enumerate().filter(|(_, shards)| match shards {
                     None => true,
                     Some(shards) => shards.contains(&shard),
                 });
+                let owner = owners.next().map(|(server, _)| server);
+                if let (Some(first), Some((second, _))) = (owner, owners.next()) {
+                    return Err(Failure::usage(format!(
+                        "shard {shard} of {} is owned by two of the servers given, {} and {} \
+                         (a server without --shards owns every shard): give each shard one \
+                         owner, or the two fence each other's writers",
+                        ty.name, urls[first], urls[second]
+                    )));
+                }
                 let Some(owner) = owner else {
                     return Err(Failure::usage(format!(
                         "shard {shard} of {} (one of {count}) has no owner among the servers \
@@ -203,6 +212,15 @@ pub async fn run(
              run a producer per server, each with the lines of that server's shards",
         ));
     }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = urls
+        .iter()
+        .find(|url| !seen.insert(url.trim_end_matches('/')))
+    {
+        return Err(Failure::usage(format!(
+            "the server {twice} is given twice (--server)"
+        )));
+    }
     let started = Instant::now();
     let routes = Routes::discover(&remotes, urls, &args.branch).await?;
     let ledger = Mutex::new(Ledger {
@@ -244,7 +262,8 @@ pub async fn run(
                     let _ = records.send((server, record));
                     Ok(())
                 };
-                let result = stream_lines(remote, source, args, &mut forward).await;
+                let result =
+                    stream_lines(remote, Some(&urls[server]), source, args, &mut forward).await;
                 if let Err(failure) = &result {
                     eprintln!("the stream to {} failed: {}", urls[server], failure.message);
                 }
@@ -302,11 +321,11 @@ pub async fn run(
                     consider(line, Failed::Wire(error.clone()));
                 }
             }
-            Err(broken) => consider(u64::MAX, Failed::Here(broken)),
+            Err(broken) => consider(u64::MAX, Failed::Here(broken, Some(server))),
         }
     }
     if let Err(error) = routed {
-        consider(ledger.routed + 1, Failed::Here(error));
+        consider(ledger.routed + 1, Failed::Here(error, None));
     }
     drop(ledger);
     match failure.map(|(_, failed)| failed) {
@@ -315,8 +334,12 @@ pub async fn run(
             summary["error"] = error;
             report(&summary, format, out, "the servers fold them")
         }
-        Some(Failed::Here(failure)) => {
-            summary["error"] = json!({"error": failure.message});
+        Some(Failed::Here(failure, server)) => {
+            let kind = failure.kind.unwrap_or(ErrorKind::Internal);
+            summary["error"] = json!({"kind": kind.name(), "error": failure.message});
+            if let Some(server) = server {
+                summary["error"]["server"] = Value::from(urls[server].clone());
+            }
             // The summary is printed for its `through_line`; the run fails as it failed.
             let _ = report(&summary, format, out, "the servers fold them");
             Err(failure)
@@ -324,10 +347,11 @@ pub async fn run(
     }
 }
 
-/// Why a routed run failed: a stream's summary error (from a server), or a failure here.
+/// Why a routed run failed: a stream's summary error (from a server), or a failure here
+/// (of the stream to one server, or of the router).
 enum Failed {
     Wire(Value),
-    Here(Failure),
+    Here(Failure, Option<usize>),
 }
 
 /// Reads the input and sends each line to its server, recording where it went.

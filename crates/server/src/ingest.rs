@@ -20,6 +20,10 @@ use crate::extract::Query;
 use crate::lines::{LineSplitter, Piece};
 use crate::AppState;
 
+/// How the message of a stream ended by the idle timeout begins: a client resumes such a
+/// stream without counting it against the server.
+pub const IDLE_STREAM_ENDED: &str = "the stream sent no whole line for";
+
 /// One acknowledgement: every line up to `through_line` is durable or rejected.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AckRecord {
@@ -213,7 +217,7 @@ async fn run(
                     Err(_) => break Some(Stop::Failed(ErrorBody {
                         kind: ErrorKind::Unavailable.name().into(),
                         error: format!(
-                            "the stream sent no whole line for {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
+                            "{IDLE_STREAM_ENDED} {} s and was ended (serve --ingest-idle-timeout); send the rest in a new stream",
                             limits.ingest_idle_timeout.as_secs_f64()
                         ),
                         lines: Vec::new(),

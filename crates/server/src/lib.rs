@@ -32,7 +32,7 @@ use tributary::Graph;
 
 pub use auth::{Scope, Tokens};
 pub use error::{ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
-pub use ingest::{AckRecord, IngestSummary};
+pub use ingest::{AckRecord, IngestSummary, IDLE_STREAM_ENDED};
 pub use routes::ARROW_STREAM;
 pub use tls::Tls;
 

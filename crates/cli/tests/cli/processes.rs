@@ -148,19 +148,29 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
     let input = input.to_string_lossy().into_owned();
 
-    let unowned = bin_with(&env)
-        .args([
-            "ingest",
-            "g",
-            &input,
-            "--server",
-            &format!("{},{}", first.url, first.url),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(unowned.status.code(), Some(64), "{unowned:?}");
-    let message = String::from_utf8_lossy(&unowned.stderr);
-    assert!(message.contains("shard 2 of Person"), "{message}");
+    // A shard with no owner among the servers, or with two, is refused before anything
+    // is sent, naming it; so is a server given twice.
+    let third = serve_by(command(), &root, &["--shards", "1"]);
+    for (servers, says) in [
+        (
+            format!("{},{}", third.url, second.url),
+            "shard 0 of Person (one of 4) has no owner",
+        ),
+        (
+            format!("{},{}", first.url, third.url),
+            "shard 1 of Person is owned by two",
+        ),
+        (format!("{},{}/", first.url, first.url), "is given twice"),
+    ] {
+        let refused = bin_with(&env)
+            .args(["ingest", "g", &input, "--server", &servers])
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(64), "{refused:?}");
+        let message = String::from_utf8_lossy(&refused.stderr);
+        assert!(message.contains(says), "{servers}: {message}");
+    }
+    drop(third);
     let producer = bin_with(&env)
         .args(["ingest", "g", &input, "--server", &both, "--producer", "p"])
         .output()

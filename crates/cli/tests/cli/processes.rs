@@ -394,3 +394,81 @@ fn s3_failures_exit_with_their_kind_and_name_the_setting() {
         "{stderr}"
     );
 }
+
+/// A routed ingest outlives one of its owners: the server owning shard 1 is killed
+/// (SIGKILL) mid-run and comes back on its address while lines keep coming; every line
+/// is acknowledged, the records count the input's lines in order, and after a fold every
+/// row is there once.
+#[test]
+fn a_routed_ingest_outlives_a_killed_owner() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("schema.tg");
+    std::fs::write(&schema, SCHEMA).unwrap();
+    let graph = dir.path().join("g").to_string_lossy().into_owned();
+    ok(&["init", &graph, "--schema", &schema.to_string_lossy()]);
+    let first = serve(dir.path(), &["--shards", "0"]);
+    let mut second = serve(dir.path(), &["--shards", "1"]);
+    let address = second.url.trim_start_matches("http://").to_owned();
+    let mut ingest = super::bin()
+        .args(["ingest", "g", "-", "--format", "json", "--server"])
+        .arg(format!("{},{}", first.url, second.url))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut feed = ingest.stdin.take().unwrap();
+    let mut records = BufReader::new(ingest.stdout.take().unwrap()).lines();
+    let through = |record: &str| -> u64 {
+        let record: serde_json::Value = serde_json::from_str(record).unwrap();
+        record["through_line"].as_u64().unwrap()
+    };
+    feed.write_all(people(100, "before").as_bytes()).unwrap();
+    feed.flush().unwrap();
+    let mut seen = vec![0];
+    while seen.last() != Some(&100) {
+        seen.push(through(&records.next().unwrap().unwrap()));
+    }
+    second.child.kill().unwrap();
+    second.child.wait().unwrap();
+    // Lines for both owners while one is gone: the live one takes its share at once.
+    let later: String = (100..200)
+        .map(|i| {
+            format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\",\"bio\":\"after\"}}}}\n")
+        })
+        .collect();
+    feed.write_all(later.as_bytes()).unwrap();
+    feed.flush().unwrap();
+    let _back = serve(dir.path(), &["--shards", "1", "--bind", &address]);
+    drop(feed);
+    let mut rest: Vec<String> = records.map(Result::unwrap).collect();
+    let summary: serde_json::Value = serde_json::from_str(&rest.pop().unwrap()).unwrap();
+    seen.extend(rest.iter().map(|record| through(record)));
+    let output = ingest.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&second.url),
+        "the retry names the server: {stderr}"
+    );
+    assert_eq!(summary["acked"], 200, "{summary}");
+    assert_eq!(summary["through_line"], 200, "{summary}");
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "in order: {seen:?}");
+    drop((first, _back));
+    ok(&["ingest", "fold", &graph]);
+    let rows = ok(&[
+        "read", &graph, "Person", "--format", "ndjson", "--limit", "1000",
+    ]);
+    let mut names: Vec<String> = rows
+        .lines()
+        .map(|l| {
+            let row: serde_json::Value = serde_json::from_str(l).unwrap();
+            row["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    names.sort();
+    let mut expected: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    expected.sort();
+    assert_eq!(names, expected, "every row once");
+}

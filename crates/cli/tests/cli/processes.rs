@@ -14,6 +14,19 @@ fn people(n: usize, bio: &str) -> String {
         .collect()
 }
 
+/// The `name` of each row of a `read --format ndjson`, sorted.
+fn sorted_names(rows: &str) -> Vec<String> {
+    let mut names: Vec<String> = rows
+        .lines()
+        .map(|l| {
+            let row: serde_json::Value = serde_json::from_str(l).unwrap();
+            row["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 #[test]
 fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
     let dir = tempfile::tempdir().unwrap();
@@ -282,14 +295,7 @@ fn one_ingest_routes_each_line_to_the_server_owning_its_shard_on_s3() {
         "--limit",
         "1000",
     ]);
-    let mut seen: Vec<String> = rows
-        .lines()
-        .map(|l| {
-            let row: serde_json::Value = serde_json::from_str(l).unwrap();
-            row["name"].as_str().unwrap().to_owned()
-        })
-        .collect();
-    seen.sort();
+    let seen = sorted_names(&rows);
     let mut expected: Vec<String> = (0..56).map(|i| format!("p{i}")).collect();
     expected.sort();
     assert_eq!(
@@ -460,14 +466,7 @@ fn a_routed_ingest_outlives_a_killed_owner() {
     let rows = ok(&[
         "read", &graph, "Person", "--format", "ndjson", "--limit", "1000",
     ]);
-    let mut names: Vec<String> = rows
-        .lines()
-        .map(|l| {
-            let row: serde_json::Value = serde_json::from_str(l).unwrap();
-            row["name"].as_str().unwrap().to_owned()
-        })
-        .collect();
-    names.sort();
+    let names = sorted_names(&rows);
     let mut expected: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
     expected.sort();
     assert_eq!(names, expected, "every row once");

@@ -545,6 +545,13 @@ async fn processes_owning_shares_of_the_shards_write_side_by_side_and_any_of_the
         "pending rows in one shard only: {per_shard:?}"
     );
     assert_eq!(status.owned_shards, Some(vec![0, 1]));
+    let mut numbers: Vec<Option<u32>> = table.shards.iter().map(|s| s.number).collect();
+    numbers.sort();
+    assert_eq!(
+        numbers,
+        vec![Some(0), Some(1), Some(2), Some(3)],
+        "shards by number"
+    );
 
     // `shards_of` tells a client where each key goes, as the owners routed them.
     let keys: Vec<&str> = owner_of.keys().map(String::as_str).collect();

@@ -304,7 +304,8 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     ]);
     let columns: Vec<ArrayRef> = vec![
         strings(&|t, _| t.type_name.clone()),
-        strings(&|_, s| s.shard.clone()),
+        // The number `tributary shards` says; the id where it is not known.
+        strings(&|_, s| s.number.map_or_else(|| s.shard.clone(), |n| n.to_string())),
         numbers(&|_, s| s.writer_epoch as i64),
         strings(&|_, s| {
             s.pending_generations

@@ -11,6 +11,9 @@ use crate::graph::Graph;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardIngestStatus {
     pub shard: String,
+    /// The shard's number (`@stream(shards = N)` numbers them 0..N), as `shards_of` says it.
+    #[serde(default)]
+    pub number: Option<u32>,
     pub writer_epoch: u64,
     /// Generations flushed but not folded.
     pub pending_generations: Vec<u64>,
@@ -141,8 +144,11 @@ impl Graph {
                 let tail = tails.iter().find(|t| t.shard == shard.shard);
                 let wal_only_rows = tail.and_then(|t| t.rows).unwrap_or(0);
                 status.wal_only_rows += wal_only_rows;
+                let count = ty.stream.as_ref().and_then(|s| s.shards).unwrap_or(1);
                 status.shards.push(ShardIngestStatus {
                     shard: shard.shard.to_string(),
+                    number: (0..count.max(1))
+                        .find(|&n| tributary_memwal_adapter::shard_id(&path, n) == shard.shard),
                     writer_epoch: shard.writer_epoch,
                     pending_generations: shard.pending.iter().map(|p| p.generation).collect(),
                     pending_rows: pending.rows,

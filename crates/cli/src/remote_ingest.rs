@@ -132,6 +132,12 @@ impl Replay {
         Some(Ok(chunk))
     }
 
+    /// Every line read so far is settled: none waits to be sent again, none unanswered.
+    fn nothing_pending(&self) -> bool {
+        let book = self.book();
+        book.unsettled.is_empty() && book.resend.is_empty()
+    }
+
     /// The input could not be read (the run fails with this, whatever the server says).
     fn unreadable(&self) -> Option<Failure> {
         self.book().unreadable.take()
@@ -264,9 +270,13 @@ pub(crate) async fn stream_lines(
                 rejected,
                 duplicates,
             } => {
-                // A stream the server ended for its idle timeout (the input is quiet, or
-                // its lines go to other servers) says nothing against the server.
-                let idle = answered && why.starts_with(tributary_server::IDLE_STREAM_ENDED);
+                // A stream the server ended for its idle timeout while this side had sent
+                // and settled everything it read (the input is quiet, or its lines go to
+                // other servers) says nothing against the server; one that ended with
+                // lines still unsettled (a line slower than the timeout) counts as usual.
+                let idle = answered
+                    && why.starts_with(tributary_server::IDLE_STREAM_ENDED)
+                    && replay.nothing_pending();
                 progress.lines += lines;
                 progress.acked += acked;
                 progress.rejected += rejected;

@@ -127,7 +127,11 @@ fn object_store_kind(error: &object_store::Error) -> Option<ErrorKind> {
                 Some(401) => ErrorKind::Unauthorized,
                 Some(403) => ErrorKind::Forbidden,
                 Some(404) => ErrorKind::NotFound,
-                _ => ErrorKind::Unavailable,
+                // Worth retrying: the store failing or shedding load, or no answer at all.
+                Some(408 | 429 | 500..=599) | None => ErrorKind::Unavailable,
+                // A refusal a retry will not change (a wrong region, an unsupported
+                // request): not an outage.
+                Some(_) => ErrorKind::Internal,
             })
         }
         _ => None,

@@ -10,7 +10,8 @@ use object_store::aws::AmazonS3ConfigKey;
 use object_store::ClientConfigKey;
 
 /// Settings Lance reads itself, beside object_store's S3 and HTTP-client keys.
-const LANCE_KEYS: [&str; 8] = [
+const LANCE_KEYS: [&str; 9] = [
+    "s3_express",
     "block_size",
     "download_retry_count",
     "client_max_retries",
@@ -56,15 +57,18 @@ pub(crate) fn plain_http_endpoint(
     settings: &BTreeMap<String, String>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<String> {
-    let endpoint = settings
-        .iter()
-        .find(|(key, _)| {
-            matches!(
-                AmazonS3ConfigKey::from_str(&key.to_ascii_lowercase()),
-                Ok(AmazonS3ConfigKey::Endpoint)
-            )
-        })
-        .map(|(_, value)| value.clone())
+    // As Lance picks it: the S3-specific endpoint before the general one.
+    let setting = |wanted: AmazonS3ConfigKey| {
+        settings
+            .iter()
+            .find(|(key, _)| {
+                AmazonS3ConfigKey::from_str(&key.to_ascii_lowercase()).ok() == Some(wanted)
+            })
+            .map(|(_, value)| value.clone())
+    };
+    let endpoint = setting(AmazonS3ConfigKey::S3Endpoint)
+        .or_else(|| setting(AmazonS3ConfigKey::Endpoint))
+        .or_else(|| env("AWS_ENDPOINT_URL_S3"))
         .or_else(|| env("AWS_ENDPOINT_URL"))
         .or_else(|| env("AWS_ENDPOINT"))?;
     // Lance allows http when any setting naming allow_http says yes.
@@ -118,6 +122,12 @@ mod tests {
         assert_eq!(plain_http_endpoint(&http, env_allows), None);
         let https = settings(&[("endpoint", "https://s3.example.com")]);
         assert_eq!(plain_http_endpoint(&https, none), None);
+        // The S3-specific endpoint wins, as in Lance.
+        let both = settings(&[
+            ("aws_endpoint", "http://h:1"),
+            ("aws_endpoint_url_s3", "https://s3.example.com"),
+        ]);
+        assert_eq!(plain_http_endpoint(&both, none), None);
         let env_http = |key: &str| (key == "AWS_ENDPOINT").then(|| "http://h:1".to_owned());
         assert_eq!(
             plain_http_endpoint(&BTreeMap::new(), env_http).as_deref(),

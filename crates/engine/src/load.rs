@@ -111,6 +111,14 @@ impl Graph {
                 .await
                 .context(PublishSnafu)?;
         }
+        // Tests hold a load here, before its turn, as a turn held by a fold would.
+        #[cfg(feature = "failpoints")]
+        if fail::list()
+            .iter()
+            .any(|(name, _)| name == "load::before-turn")
+        {
+            tokio::task::block_in_place(|| fail::fail_point!("load::before-turn"));
+        }
         let turn = self.write_turn(&options.branch).await?;
         let loaded = self.load_in_turn(&turn, writes, options).await;
         turn.end().await;

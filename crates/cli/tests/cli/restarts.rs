@@ -438,3 +438,42 @@ fn a_remote_ingest_of_an_unreadable_input_fails() {
     assert!(stderr.contains("a-directory"), "{stderr}");
     assert!(!stderr.contains("sending again"), "{stderr}");
 }
+
+/// A remote load whose client goes away still runs on the server to its end, and may
+/// commit after a write acknowledged since: here it waits before its turn (as behind a
+/// fold), a later embedded load of the same key is acknowledged meanwhile, and the
+/// abandoned one lands last. It overlapped the later write, so either order is allowed;
+/// the torture test's oracle allows it until the server stops.
+#[test]
+fn an_abandoned_remote_load_still_commits_and_may_land_after_a_later_write() {
+    let (dir, graph) = empty_graph();
+    let mut command = bin();
+    command.env("FAILPOINTS", "load::before-turn=sleep(1500)");
+    let mut served = super::serve_by(command, &dir.path().to_string_lossy(), &[]);
+    let early = write_file(dir.path(), "early.ndjson", person("ada", 1).as_bytes());
+    let late = write_file(dir.path(), "late.ndjson", person("ada", 2).as_bytes());
+    let mut abandoned = bin()
+        .args(["load", "g", &early, "--server", &served.url])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The body is with the server, which holds the load before its turn.
+    std::thread::sleep(Duration::from_millis(500));
+    abandoned.kill().unwrap();
+    assert!(
+        !abandoned.wait().unwrap().success(),
+        "the client was to go away first"
+    );
+    ok(&["load", &graph, &late]);
+    assert_eq!(age(&graph, "ada"), "2", "the acknowledged load is visible");
+    // The server finishes the abandoned load once its hold is over.
+    std::thread::sleep(Duration::from_millis(2500));
+    sigterm(&served.child);
+    assert!(wait_exit(&mut served.child).success());
+    assert_eq!(
+        age(&graph, "ada"),
+        "1",
+        "the abandoned load landed after it"
+    );
+}

@@ -157,3 +157,43 @@ impl crate::Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3_error(message: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(std::io::Error::other(message.to_owned())),
+        }
+    }
+
+    /// Only what a retry may cure is unavailable; a refusal a retry will not change is
+    /// not taken for an outage (it sent clients into minutes of retries).
+    #[test]
+    fn an_s3_failure_is_unavailable_only_when_a_retry_may_cure_it() {
+        let kind = |message: &str| object_store_kind(&s3_error(message));
+        let status = |code: &str| {
+            kind(&format!(
+                "Error performing GET - Server returned non-2xx status code: {code} Reason"
+            ))
+        };
+        assert_eq!(status("401"), Some(ErrorKind::Unauthorized));
+        assert_eq!(status("403"), Some(ErrorKind::Forbidden));
+        assert_eq!(status("404"), Some(ErrorKind::NotFound));
+        assert_eq!(status("503"), Some(ErrorKind::Unavailable));
+        assert_eq!(status("429"), Some(ErrorKind::Unavailable));
+        assert_eq!(status("400"), Some(ErrorKind::Internal));
+        assert_eq!(status("301"), Some(ErrorKind::Internal));
+        assert_eq!(
+            kind("error sending request: connection refused"),
+            Some(ErrorKind::Unavailable)
+        );
+        let local = object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::other("disk full")),
+        };
+        assert_eq!(object_store_kind(&local), None);
+    }
+}

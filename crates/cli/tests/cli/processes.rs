@@ -320,35 +320,7 @@ fn two_folder_processes_on_s3_fold_each_generation_once() {
     let data = dir.path().join("in.ndjson");
     std::fs::write(&data, people(500, "pending")).unwrap();
     ok_with(&["ingest", &graph, &data.to_string_lossy(), "--no-fold"]);
-    let folders: Vec<_> = (0..2)
-        .map(|_| {
-            command()
-                .args(["ingest", "fold", &graph, "--format", "ndjson"])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for folder in folders {
-        let output = folder.wait_with_output().unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    let folds: Vec<serde_json::Value> = ok_with(&["log", &graph, "--format", "ndjson"])
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|c| c["kind"] == "fold")
-        .collect();
-    assert_eq!(folds.len(), 1, "{folds:?}");
-    assert_eq!(folds[0]["rows_written"], "nodes/Person.lance=500");
-    let ids = ok_with(&[
-        "read", &graph, "Person", "--select", "id", "--format", "csv", "--limit", "1000",
-    ]);
-    assert_eq!(ids.lines().count(), 501, "header + every row once");
+    super::two_folders_fold_once(&env, &graph, 500);
 }
 
 /// Failures to reach a graph on S3 exit with the status of their kind, and settings
@@ -426,15 +398,11 @@ fn a_routed_ingest_outlives_a_killed_owner() {
         .unwrap();
     let mut feed = ingest.stdin.take().unwrap();
     let mut records = BufReader::new(ingest.stdout.take().unwrap()).lines();
-    let through = |record: &str| -> u64 {
-        let record: serde_json::Value = serde_json::from_str(record).unwrap();
-        record["through_line"].as_u64().unwrap()
-    };
     feed.write_all(people(100, "before").as_bytes()).unwrap();
     feed.flush().unwrap();
     let mut seen = vec![0];
     while seen.last() != Some(&100) {
-        seen.push(through(&records.next().unwrap().unwrap()));
+        seen.push(super::through_line(&records.next().unwrap().unwrap()));
     }
     second.child.kill().unwrap();
     second.child.wait().unwrap();
@@ -450,7 +418,7 @@ fn a_routed_ingest_outlives_a_killed_owner() {
     drop(feed);
     let mut rest: Vec<String> = records.map(Result::unwrap).collect();
     let summary: serde_json::Value = serde_json::from_str(&rest.pop().unwrap()).unwrap();
-    seen.extend(rest.iter().map(|record| through(record)));
+    seen.extend(rest.iter().map(|record| super::through_line(record)));
     let output = ingest.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");

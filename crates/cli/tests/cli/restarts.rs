@@ -375,16 +375,12 @@ fn a_remote_ingest_resumes_after_its_server_stops_mid_stream() {
         .unwrap();
     let mut feed = ingest.stdin.take().unwrap();
     let mut records = BufReader::new(ingest.stdout.take().unwrap()).lines();
-    let through = |record: &str| -> u64 {
-        let record: serde_json::Value = serde_json::from_str(record).unwrap();
-        record["through_line"].as_u64().unwrap()
-    };
     let first: String = (0..100).map(|i| person(&format!("p{i}"), 30)).collect();
     feed.write_all(first.as_bytes()).unwrap();
     feed.flush().unwrap();
     let mut seen = Vec::new();
     while seen.last() != Some(&100) {
-        seen.push(through(&records.next().unwrap().unwrap()));
+        seen.push(super::through_line(&records.next().unwrap().unwrap()));
     }
     sigterm(&served.child);
     assert!(wait_exit(&mut served.child).success());
@@ -396,7 +392,7 @@ fn a_remote_ingest_resumes_after_its_server_stops_mid_stream() {
     drop(feed);
     let mut rest: Vec<String> = records.map(Result::unwrap).collect();
     let summary: serde_json::Value = serde_json::from_str(&rest.pop().unwrap()).unwrap();
-    seen.extend(rest.iter().map(|record| through(record)));
+    seen.extend(rest.iter().map(|record| super::through_line(record)));
     let status = wait_exit(&mut ingest);
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut ingest.stderr.take().unwrap(), &mut stderr).unwrap();

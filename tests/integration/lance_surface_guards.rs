@@ -1,5 +1,7 @@
 //! Pins every Lance behaviour the code relies on, so a Lance upgrade shows what moved.
 
+mod branches;
+
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchIterator, StringArray};

@@ -21,6 +21,8 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         idempotency_key: None,
         producers: Default::default(),
         schema: None,
+        forked_from: None,
+        merged: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `tributary`: the command-line interface to a Tributary graph.
 
 mod backend;
+mod branch;
 mod failure;
 mod ingest;
 mod output;
@@ -151,6 +152,10 @@ enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Create, list, delete and merge branches. Every read and write command takes
+    /// `--branch NAME`; streaming ingest and folds run on `main` only.
+    #[command(subcommand)]
+    Branch(branch::BranchAction),
     /// Print the graph's schema, or change it (`schema apply`).
     Schema(SchemaArgs),
     /// Remove what no reader at the head needs: WAL files and generations already folded
@@ -577,6 +582,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             (None, None) => Err(Failure::missing_argument("ingest needs a GRAPH")),
         },
         Command::Serve(args) => serve::run(args, &server).await,
+        Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;

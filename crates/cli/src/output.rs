@@ -156,6 +156,7 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
     let schema = Schema::new(vec![
         Field::new("commit", DataType::Utf8, false),
         Field::new("parent", DataType::Utf8, true),
+        Field::new("merged", DataType::Utf8, true),
         Field::new("kind", DataType::Utf8, false),
         Field::new("actor", DataType::Utf8, false),
         Field::new(
@@ -174,6 +175,12 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
             commits
                 .iter()
                 .map(|c| c.parent.as_ref().map(|p| p.to_string()))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            commits
+                .iter()
+                .map(|c| c.merged.as_ref().map(|p| p.to_string()))
                 .collect::<Vec<_>>(),
         )),
         strings(&|c| c.kind.to_string()),
@@ -206,6 +213,33 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
         strings(&|c| joined(&c.tables)),
     ];
     RecordBatch::try_new(Arc::new(schema), columns).expect("commit columns match their schema")
+}
+
+/// Branches: each one's name and head commit.
+pub fn branches_batch(heads: &[CommitRecord]) -> RecordBatch {
+    let schema = Schema::new(vec![
+        Field::new("branch", DataType::Utf8, false),
+        Field::new("head", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new(
+            "time",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+    ]);
+    let strings = |f: &dyn Fn(&CommitRecord) -> String| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(heads.iter().map(f)))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        strings(&|c| c.branch.to_string()),
+        strings(&|c| c.id.to_string()),
+        strings(&|c| c.kind.to_string()),
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(heads.iter().map(|c| c.time_micros))
+                .with_timezone("UTC"),
+        ),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns).expect("branch columns match their schema")
 }
 
 /// What a fold did: rows per type, rows deleted per type, dead letters, commits (the last

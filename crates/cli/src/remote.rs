@@ -87,6 +87,7 @@ impl Transport for Remote {
         let method = match request.method {
             WireMethod::Get => Method::GET,
             WireMethod::Post => Method::POST,
+            WireMethod::Delete => Method::DELETE,
         };
         let mut http = self.request(method, &request.path).query(&request.query);
         if request.wants_rows {

@@ -2,13 +2,14 @@
 //! the published table versions, and Lance versions older than the retention window that
 //! no head pins (with the data files only they referenced).
 
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage};
-use tributary_publisher::MANIFEST_PATH;
+use tributary_publisher::{BranchName, CommitRecord, MANIFEST_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph};
@@ -25,7 +26,14 @@ pub struct CleanupReport {
     pub versions: u64,
     /// Bytes of data, deletion, index and transaction files removed with them.
     pub version_bytes: u64,
+    /// Table branches removed that no graph branch had (a create or delete stopped
+    /// midway), counted per branch name.
+    #[serde(default)]
+    pub branches: u64,
 }
+
+/// (table, Lance branch or `None` for main's lineage) → the oldest version to keep.
+type Pins = BTreeMap<(TablePath, Option<String>), u64>;
 
 impl Graph {
     /// Remove MemWAL state at or below the compaction mark of the versions the `main`
@@ -38,6 +46,8 @@ impl Graph {
             - chrono::Duration::from_std(older_than)
                 .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::default()).await?;
+        let heads = self.branches().await?;
+        let pins = self.oldest_pins(&heads).await?;
         let mut report = CleanupReport::default();
         let catalog = self.catalog();
         let mut tables: Vec<TablePath> = catalog.types.iter().map(|t| t.table_path()).collect();
@@ -55,22 +65,107 @@ impl Graph {
                     .map_err(Error::from_memwal)?;
                 report.memwal.add(&removed);
             }
-            self.remove_old_versions(&path, Some(pinned), cutoff, &mut report)
+            let oldest = pins.get(&(path.clone(), None)).copied().unwrap_or(pinned);
+            self.remove_old_versions(&path, None, Some(oldest), cutoff, &mut report)
                 .await?;
         }
+        self.cleanup_branches(&heads, &pins, cutoff, &mut report)
+            .await?;
         // The manifest's head is its latest version, which Lance always keeps; recent
         // versions stay too, because a publisher that read an older one resolves its
         // compare-and-swap conflict through their transaction files.
         let manifest_cutoff =
             cutoff.min(Utc::now() - chrono::Duration::seconds(MANIFEST_MIN_RETENTION_S));
-        self.remove_old_versions(MANIFEST_PATH, None, manifest_cutoff, &mut report)
+        self.remove_old_versions(MANIFEST_PATH, None, None, manifest_cutoff, &mut report)
             .await?;
         Ok(report)
+    }
+
+    /// Every other branch's lineages lose their old versions as `main`'s do (Lance keeps,
+    /// in a lineage, what the branches made from it still read); then Lance branches
+    /// with no graph head, left by a create or delete that stopped midway, are removed.
+    async fn cleanup_branches(
+        &self,
+        heads: &[CommitRecord],
+        pins: &Pins,
+        cutoff: chrono::DateTime<Utc>,
+        report: &mut CleanupReport,
+    ) -> Result<()> {
+        for ((path, lance_branch), &oldest) in pins {
+            let Some(lance_branch) = lance_branch else {
+                continue;
+            };
+            self.remove_old_versions(path, Some(lance_branch), Some(oldest), cutoff, report)
+                .await?;
+        }
+        let Some(main) = heads.iter().find(|h| h.branch.lance_branch().is_none()) else {
+            return Ok(());
+        };
+        let live: HashSet<&str> = heads.iter().map(|h| h.branch.as_str()).collect();
+        let mut stale: BTreeSet<String> = BTreeSet::new();
+        for path in main.tables.keys() {
+            let root = self
+                .store
+                .open_dataset(path, None)
+                .await
+                .context(StorageSnafu)?;
+            let branches = root.list_branches().await.context(LanceSnafu {
+                action: "list branches",
+                table: path.to_string(),
+            })?;
+            stale.extend(branches.into_keys().filter(|b| !live.contains(b.as_str())));
+        }
+        for name in stale {
+            let Ok(name) = BranchName::new(name) else {
+                continue;
+            };
+            // A create holds the new name's turn until its head is published: in the
+            // turn, a name still without a head is one nobody is creating.
+            let turn = self.write_turn(&name).await?;
+            let removed: Result<()> = async {
+                if self.branch_exists(&name).await? {
+                    return Ok(());
+                }
+                for path in main.tables.keys() {
+                    self.drop_table_branch(path, &name).await?;
+                }
+                report.branches += 1;
+                Ok(())
+            }
+            .await;
+            turn.end().await;
+            removed?;
+        }
+        Ok(())
+    }
+
+    /// Per table and lineage, the oldest version a reader may still need: what each
+    /// branch head pins, and what the merge base of each two heads pins (a later merge
+    /// of them compares both sides against it).
+    async fn oldest_pins(&self, heads: &[CommitRecord]) -> Result<Pins> {
+        let mut needed: Vec<CommitRecord> = heads.to_vec();
+        for (i, a) in heads.iter().enumerate() {
+            for b in &heads[i + 1..] {
+                needed.push(self.merge_base(a, b).await?);
+            }
+        }
+        let mut pins = Pins::new();
+        for commit in &needed {
+            let lineage = commit.branch.lance_branch().map(str::to_owned);
+            for (path, &version) in &commit.tables {
+                let oldest = pins
+                    .entry((path.clone(), lineage.clone()))
+                    .or_insert(version);
+                *oldest = (*oldest).min(version);
+            }
+        }
+        Ok(pins)
     }
 
     async fn remove_old_versions(
         &self,
         path: &str,
+        lance_branch: Option<&str>,
         pinned: Option<u64>,
         cutoff: chrono::DateTime<Utc>,
         report: &mut CleanupReport,
@@ -79,7 +174,7 @@ impl Graph {
         if let Some(version) = pinned {
             let at_pin = self
                 .store
-                .open_dataset(path, Some(version))
+                .open_dataset_on(path, lance_branch, Some(version))
                 .await
                 .context(StorageSnafu)?;
             // Versions strictly older than the cutoff go: the pinned one never does.
@@ -87,7 +182,7 @@ impl Graph {
         }
         let latest = self
             .store
-            .open_dataset(path, None)
+            .open_dataset_on(path, lance_branch, None)
             .await
             .context(StorageSnafu)?;
         let policy = CleanupPolicyBuilder::default()

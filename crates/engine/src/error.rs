@@ -29,8 +29,9 @@ pub enum Error {
         actual: &'static str,
     },
 
-    /// Streaming ingest, folds and the background folder run on `main` only, for now.
-    #[snafu(display("{operation} runs on the `main` branch only (branches are not implemented yet), not `{branch}`"))]
+    /// Streaming ingest, folds and the background folder run on `main` only: the MemWAL
+    /// adapter opens every shard on a table's main lineage.
+    #[snafu(display("{operation} runs on the `main` branch only, not `{branch}`: load into a branch, or ingest into `main` and merge `main` into the branch"))]
     MainBranchOnly {
         operation: &'static str,
         branch: String,
@@ -183,6 +184,41 @@ pub enum Error {
     #[snafu(display("the rows this send patches changed while it was written (another process wrote them); nothing was written: send it again"))]
     PatchedRowsChanged,
 
+    #[snafu(display("branch `{branch}` exists already"))]
+    BranchExists { branch: String },
+
+    #[snafu(display("`main` cannot be deleted"))]
+    MainNotDeletable,
+
+    #[snafu(display("branch `{branch}` has branches made from it ({}); delete them first", children.join(", ")))]
+    BranchHasChildren {
+        branch: String,
+        children: Vec<String>,
+    },
+
+    #[snafu(display("{}", describe_conflicts(source_branch, target, keys)))]
+    MergeConflict {
+        source_branch: String,
+        target: String,
+        keys: Vec<crate::merge::ConflictKey>,
+    },
+
+    #[snafu(display("{}", describe_broken(source_branch, target, broken)))]
+    MergeBreaksConstraints {
+        source_branch: String,
+        target: String,
+        broken: Vec<crate::merge::BrokenKey>,
+    },
+
+    #[snafu(display("a merge of `{branch}` into itself"))]
+    MergeIntoItself { branch: String },
+
+    #[snafu(display("{operation} runs on a graph with no branches but `main`; these exist: {}. Merge or delete them first", branches.join(", ")))]
+    BranchesExist {
+        operation: &'static str,
+        branches: Vec<String>,
+    },
+
     /// What a server answered (or that it could not be reached), for a client of one.
     #[snafu(display("{message}"))]
     Remote { kind: ErrorKind, message: String },
@@ -197,6 +233,39 @@ fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
     for refusal in refused {
         text.push_str("\n  ");
         text.push_str(&refusal.to_string());
+    }
+    text
+}
+
+/// At most this many keys are named in a merge's refusal; the count says how many.
+const KEYS_SHOWN: usize = 10;
+
+fn describe_conflicts(source: &str, target: &str, keys: &[crate::merge::ConflictKey]) -> String {
+    let mut text = format!(
+        "merging `{source}` into `{target}`: {} key{} changed differently on both since they forked; nothing was merged:",
+        keys.len(),
+        if keys.len() == 1 { "" } else { "s" }
+    );
+    for key in keys.iter().take(KEYS_SHOWN) {
+        text.push_str(&format!("\n  {key}"));
+    }
+    if keys.len() > KEYS_SHOWN {
+        text.push_str(&format!("\n  … and {} more", keys.len() - KEYS_SHOWN));
+    }
+    text
+}
+
+fn describe_broken(source: &str, target: &str, broken: &[crate::merge::BrokenKey]) -> String {
+    let mut text = format!(
+        "merging `{source}` into `{target}` would break {} constraint{}; nothing was merged:",
+        broken.len(),
+        if broken.len() == 1 { "" } else { "s" }
+    );
+    for key in broken.iter().take(KEYS_SHOWN) {
+        text.push_str(&format!("\n  {key}"));
+    }
+    if broken.len() > KEYS_SHOWN {
+        text.push_str(&format!("\n  … and {} more", broken.len() - KEYS_SHOWN));
     }
     text
 }
@@ -239,7 +308,13 @@ impl Error {
             | Error::NoVectorIndex { .. }
             | Error::SeveralVectorIndexes { .. }
             | Error::WrongDimension { .. }
-            | Error::RetentionTooLong { .. } => ErrorKind::InvalidInput,
+            | Error::RetentionTooLong { .. }
+            | Error::MainNotDeletable
+            | Error::BranchHasChildren { .. }
+            | Error::MergeBreaksConstraints { .. }
+            | Error::MergeIntoItself { .. }
+            | Error::BranchesExist { .. } => ErrorKind::InvalidInput,
+            Error::BranchExists { .. } | Error::MergeConflict { .. } => ErrorKind::Conflict,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
             Error::InvalidToken { .. }

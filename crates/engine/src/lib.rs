@@ -39,12 +39,14 @@
 //! # }
 //! ```
 
+mod branches;
 mod cleanup;
 mod error;
 mod fold;
 mod graph;
 mod ingest;
 mod load;
+mod merge;
 mod ops;
 mod patches;
 mod producers;
@@ -62,6 +64,7 @@ pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
 pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
 pub use load::{LoadMode, LoadOptions, LoadOutcome};
+pub use merge::{BrokenKey, ConflictKey, MergeKind, MergeOutcome};
 pub use ops::GraphOps;
 pub use producers::{Producer, ProducerStatus};
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};

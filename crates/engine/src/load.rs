@@ -13,7 +13,9 @@ use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
-use tributary_write::{commit_intent, ConstraintChecker, Scope, SnapshotTables, StagedWrite};
+use tributary_write::{
+    commit_intent, edge_rows, ConstraintChecker, Scope, SnapshotTables, StagedWrite,
+};
 
 use crate::error::{
     ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, PublishSnafu, Result,
@@ -120,7 +122,7 @@ impl Graph {
             tokio::task::block_in_place(|| fail::fail_point!("load::before-turn"));
         }
         let turn = self.write_turn(&options.branch).await?;
-        let loaded = self.load_in_turn(&turn, writes, options).await;
+        let loaded = self.load_in_turn(&turn, writes, options, None).await;
         turn.end().await;
         loaded
     }
@@ -128,11 +130,14 @@ impl Graph {
     /// The load itself, in the branch's write turn: no other writer of the branch, in any
     /// process, reads the head or commits until this one has published, so the checks
     /// against the head (`@unique`, `@card`, endpoints, insert mode) hold at the publish.
-    async fn load_in_turn(
+    /// A merge writes its changes through here too (`merging`): a merge commit with two
+    /// parents, and a node it deletes may not take edges of the target with it.
+    pub(crate) async fn load_in_turn(
         &self,
         turn: &WriteTurn,
         writes: Writes,
         options: &LoadOptions,
+        merging: Option<&Merging>,
     ) -> Result<LoadOutcome> {
         self.recover_intents(Some(&options.branch)).await?;
         // In the turn, after recovery: a first attempt that crashed mid-commit is either
@@ -176,6 +181,9 @@ impl Graph {
             .await?;
         let (going, more) = removals.check(catalog, &tables, &batches).await?;
         errors.extend(more);
+        if let Some(merging) = merging {
+            errors.extend(merging.stranded(catalog, &tables, &removals).await?);
+        }
         errors.extend(
             self.check_request(&tables, &batches, &removals, &going, options.mode)
                 .await?,
@@ -220,11 +228,15 @@ impl Graph {
         }
 
         let intent = Intent {
+            merged: merging.map(|m| m.head.clone()),
             id: Intent::new_id(),
             branch: options.branch.clone(),
             expected_head: head.id.clone(),
             actor: options.actor.clone(),
-            kind: CommitKind::Load,
+            kind: match merging {
+                Some(_) => CommitKind::Merge,
+                None => CommitKind::Load,
+            },
             idempotency_key: options.idempotency_key.clone(),
             producers: Default::default(),
             rows_written,
@@ -341,6 +353,53 @@ impl Graph {
         job.execute_uncommitted_batches(vec![batch.batch.clone()])
             .await
             .context(lance_err("stage"))
+    }
+}
+
+/// A merge written through the load path: the branch merged in and its head.
+pub(crate) struct Merging {
+    pub source: BranchName,
+    pub head: tributary_publisher::CommitId,
+}
+
+impl Merging {
+    /// The target's edges a merge would delete only because they reach a node the merge
+    /// deletes (a load takes them along; a merge refuses, as the merged branch never
+    /// decided about them). The line is 0: the edge is named in the field.
+    async fn stranded(
+        &self,
+        catalog: &Catalog,
+        tables: &SnapshotTables<'_>,
+        removals: &Removals,
+    ) -> Result<Vec<LineError>> {
+        let named: HashMap<&str, std::collections::HashSet<&str>> = removals
+            .named()
+            .map(|(type_name, keys)| (type_name, keys.collect()))
+            .collect();
+        let mut errors = Vec::new();
+        for edge in catalog.types.iter().filter(|t| t.kind == TypeKind::Edge) {
+            let Some(filter) = removals.predicate(edge) else {
+                continue;
+            };
+            let table = tables.open(edge).await?;
+            for (id, _, _) in edge_rows(&table, &edge.name, &filter).await? {
+                if named
+                    .get(edge.name.as_str())
+                    .is_some_and(|keys| keys.contains(id.as_str()))
+                {
+                    continue;
+                }
+                errors.push(LineError {
+                    line: 0,
+                    field: Some(format!("{} `{id}`", edge.name)),
+                    reason: format!(
+                        "this edge reaches a node `{}` deletes; delete or move it on one side first",
+                        self.source
+                    ),
+                });
+            }
+        }
+        Ok(errors)
     }
 }
 

@@ -9,7 +9,7 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, FoldOutcome, Graph, IngestStatus, LoadOptions,
-    LoadOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
+    LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
 };
 
 #[async_trait::async_trait]
@@ -70,6 +70,18 @@ pub trait GraphOps: Send + Sync {
     /// Remove folded WAL state and table versions older than `older_than` the head does
     /// not pin.
     async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport>;
+
+    /// Create branch `name` at `from` (a branch's head or a commit); its first commit.
+    async fn create_branch(&self, name: &str, from: &At) -> Result<CommitRecord>;
+
+    /// Every branch's head, `main` first.
+    async fn branches(&self) -> Result<Vec<CommitRecord>>;
+
+    /// Delete branch `name` (not `main`).
+    async fn delete_branch(&self, name: &str) -> Result<()>;
+
+    /// Merge branch `source` into branch `into` as one commit on `into`.
+    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome>;
 }
 
 #[async_trait::async_trait]
@@ -138,5 +150,21 @@ impl GraphOps for Graph {
 
     async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
         Graph::cleanup(self, older_than).await
+    }
+
+    async fn create_branch(&self, name: &str, from: &At) -> Result<CommitRecord> {
+        Graph::create_branch(self, name, from).await
+    }
+
+    async fn branches(&self) -> Result<Vec<CommitRecord>> {
+        Graph::branches(self).await
+    }
+
+    async fn delete_branch(&self, name: &str) -> Result<()> {
+        Graph::delete_branch(self, name).await
+    }
+
+    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome> {
+        Graph::merge_branch(self, source, into).await
     }
 }

@@ -95,6 +95,21 @@ impl Graph {
                 folded_rows: 0,
             });
         }
+        // A branch's tables are its own lineages, which a change on `main` would not
+        // reach. In `main`'s turn: a branch made from `main` waits for it.
+        let others: Vec<String> = self
+            .branches()
+            .await?
+            .into_iter()
+            .filter(|h| h.branch.lance_branch().is_some())
+            .map(|h| h.branch.to_string())
+            .collect();
+        if !others.is_empty() {
+            return Err(Error::BranchesExist {
+                operation: "a schema change",
+                branches: others,
+            });
+        }
         // Every default must be writable before anything changes.
         for (type_name, field) in &change.new_fields {
             let ty = type_of(&new, type_name)?;
@@ -224,6 +239,8 @@ impl Graph {
                 version: next,
                 source: new.source.clone(),
             }),
+            forked_from: None,
+            merged: None,
         };
         let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;
         self.set_catalog(Arc::new(new), next);

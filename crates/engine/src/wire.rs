@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, Error, ErrorKind, FoldOutcome, GraphOps,
-    IngestStatus, LoadMode, LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, Result,
-    SchemaOutcome, SearchQuery, View,
+    IngestStatus, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy,
+    Result, SchemaOutcome, SearchQuery, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -22,6 +22,7 @@ pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
 pub enum WireMethod {
     Get,
     Post,
+    Delete,
 }
 
 /// One request to a graph on a server: a path below `/graphs/{id}`, its query, a body.
@@ -256,6 +257,28 @@ impl<T: Transport> GraphOps for T {
 
     async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
         let request = WireRequest::post("/cleanup").query("older_than_s", older_than.as_secs());
+        json(self.send(request).await?)
+    }
+
+    async fn create_branch(&self, name: &str, from: &At) -> Result<CommitRecord> {
+        let request = WireRequest::post(format!("/branches/{}", encode(name))).at(from);
+        json(self.send(request).await?)
+    }
+
+    async fn branches(&self) -> Result<Vec<CommitRecord>> {
+        json(self.send(WireRequest::get("/branches")).await?)
+    }
+
+    async fn delete_branch(&self, name: &str) -> Result<()> {
+        let path = format!("/branches/{}", encode(name));
+        self.send(WireRequest::new(WireMethod::Delete, path))
+            .await
+            .map(drop)
+    }
+
+    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome> {
+        let request =
+            WireRequest::post(format!("/branches/{}/merge", encode(source))).query("into", into);
         json(self.send(request).await?)
     }
 }

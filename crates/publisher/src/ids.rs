@@ -62,6 +62,12 @@ impl BranchName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The Lance branch holding this graph branch's table versions: each graph branch is
+    /// a Lance branch of the same name in every table, `main` their main lineage (`None`).
+    pub fn lance_branch(&self) -> Option<&str> {
+        (self.0 != MAIN_BRANCH).then_some(self.0.as_str())
+    }
 }
 
 impl Default for BranchName {
@@ -141,6 +147,12 @@ impl CommitId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The Lance branch holding this graph branch's table versions: each graph branch is
+    /// a Lance branch of the same name in every table, `main` their main lineage (`None`).
+    pub fn lance_branch(&self) -> Option<&str> {
+        (self.0 != MAIN_BRANCH).then_some(self.0.as_str())
     }
 }
 

@@ -38,6 +38,14 @@ pub trait Publisher: Send + Sync {
     /// Commits of `branch`, newest first, following parents from the head.
     async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>>;
 
+    /// The head of every branch, by name.
+    async fn branches(&self) -> Result<Vec<CommitRecord>>;
+
+    /// Remove `branch`'s head (and its loads' idempotency keys) if it is still
+    /// `expected_head`; a head that moved is [`Error::Conflict`] and nothing is removed.
+    /// Its commits stay readable by id.
+    async fn delete_branch(&self, branch: &BranchName, expected_head: &CommitId) -> Result<()>;
+
     /// The graph's schema.
     async fn schema(&self) -> Result<SchemaRecord>;
 }

@@ -142,6 +142,7 @@ impl ManifestCasPublisher {
         let first = CommitRecord {
             id: CommitId::random(),
             parent: None,
+            merged: None,
             branch: BranchName::main(),
             actor: actor.to_owned(),
             kind: CommitKind::Schema,
@@ -364,6 +365,12 @@ impl Publisher for ManifestCasPublisher {
                 actual,
             });
         }
+        // A new branch starts from the commit it is created from: its schema, and that
+        // commit as its parent.
+        let fork = match (&head, &plan.forked_from) {
+            (None, Some(from)) => Some(Self::read_commit(&dataset, from).await?),
+            _ => None,
+        };
         // Lance table history is linear: a newer version holds every older write, so a
         // publish never lowers a pin (a late recovery must not roll a table back).
         let mut tables = head.as_ref().map(|h| h.tables.clone()).unwrap_or_default();
@@ -381,7 +388,10 @@ impl Publisher for ManifestCasPublisher {
             let mark = producers.entry(producer).or_insert(sequence);
             *mark = (*mark).max(sequence);
         }
-        let head_schema = head.as_ref().map_or(1, |h| h.schema_version);
+        let head_schema = head
+            .as_ref()
+            .or(fork.as_ref())
+            .map_or(1, |h| h.schema_version);
         if let Some(schema) = &plan.schema {
             if schema.version != head_schema + 1 {
                 return Err(Error::SchemaRaced {
@@ -397,7 +407,8 @@ impl Publisher for ManifestCasPublisher {
         };
         let record = CommitRecord {
             id,
-            parent: actual,
+            parent: actual.or_else(|| fork.map(|f| f.id)),
+            merged: plan.merged,
             branch: plan.branch.clone(),
             actor: plan.actor,
             kind: plan.kind,
@@ -494,6 +505,76 @@ impl Publisher for ManifestCasPublisher {
     async fn log(&self, branch: &BranchName, limit: usize) -> Result<Vec<CommitRecord>> {
         let dataset = self.latest().await?;
         Self::walk(&dataset, branch, limit).await
+    }
+
+    async fn branches(&self) -> Result<Vec<CommitRecord>> {
+        let dataset = self.latest().await?;
+        let rows = Self::read_rows(
+            &dataset,
+            &format!("starts_with(key, {})", quote(HEAD_PREFIX)),
+        )
+        .await?;
+        let mut heads = rows
+            .iter()
+            .map(|(key, value)| parse::<CommitRecord>(key, value))
+            .collect::<Result<Vec<_>>>()?;
+        heads.sort_by(|a, b| a.branch.cmp(&b.branch));
+        Ok(heads)
+    }
+
+    async fn delete_branch(&self, branch: &BranchName, expected_head: &CommitId) -> Result<()> {
+        let mut dataset = self.latest().await?;
+        let actual = Self::read_head(&dataset, branch).await?.map(|h| h.id);
+        if actual.as_ref() != Some(expected_head) {
+            return Err(Error::Conflict {
+                branch: branch.clone(),
+                expected: Some(expected_head.clone()),
+                actual,
+            });
+        }
+        // The head and the branch's idempotency keys go in one compare-and-swap: a branch
+        // made again under the name starts with no answers for earlier loads.
+        let prefix = idempotency_row_key(branch, "");
+        let keyed =
+            Self::read_rows(&dataset, &format!("starts_with(key, {})", quote(&prefix))).await?;
+        let mut rows: Vec<(String, String)> = keyed.into_iter().collect();
+        rows.push((head_key(branch), String::new()));
+        let mut builder =
+            MergeInsertBuilder::try_new(Arc::new(dataset.clone()), vec!["key".to_owned()])
+                .context(LanceSnafu {
+                    action: "delete a branch",
+                })?;
+        builder
+            .when_matched(WhenMatched::Delete)
+            .when_not_matched(WhenNotMatched::DoNothing)
+            .conflict_retries(0)
+            .skip_auto_cleanup(true);
+        let job = builder.try_build().context(LanceSnafu {
+            action: "delete a branch",
+        })?;
+        match job.execute_batches(vec![rows_batch(&rows)]).await {
+            Ok((deleted, _)) => {
+                *dataset = deleted.as_ref().clone();
+                Self::maintain(&mut dataset).await;
+                Ok(())
+            }
+            Err(error) if is_commit_conflict(&error) => {
+                dataset
+                    .checkout_latest()
+                    .await
+                    .context(LanceSnafu { action: "refresh" })?;
+                let actual = Self::read_head(&dataset, branch).await?.map(|h| h.id);
+                Err(Error::Conflict {
+                    branch: branch.clone(),
+                    expected: Some(expected_head.clone()),
+                    actual,
+                })
+            }
+            Err(source) => Err(Error::Lance {
+                action: "delete a branch".to_owned(),
+                source,
+            }),
+        }
     }
 
     async fn schema(&self) -> Result<SchemaRecord> {

@@ -37,7 +37,12 @@ impl fmt::Display for CommitKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitRecord {
     pub id: CommitId,
+    /// The commit this one was built on: the branch's previous head, or for a branch's
+    /// first commit the commit it was created from.
     pub parent: Option<CommitId>,
+    /// A merge's second parent: the head of the branch merged in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<CommitId>,
     pub branch: BranchName,
     pub actor: String,
     pub kind: CommitKind,
@@ -95,7 +100,7 @@ impl CommitRecord {
                 table: path,
             })?;
         store
-            .open_dataset(path, Some(version))
+            .open_dataset_on(path, self.branch.lance_branch(), Some(version))
             .await
             .context(StorageSnafu)
     }
@@ -136,6 +141,12 @@ pub struct PublishPlan {
     /// A new schema, written with the commit (a `schema` commit); its version must be one
     /// more than the head's.
     pub schema: Option<SchemaRecord>,
+    /// A new branch's first commit (`expected_head` is `None`): the commit it is created
+    /// from, its parent. `tables` then names every table (versions of the new branch's
+    /// own lineage), and the schema version is that commit's.
+    pub forked_from: Option<CommitId>,
+    /// A merge: the head of the branch merged in, recorded as the second parent.
+    pub merged: Option<CommitId>,
 }
 
 /// The schema as stored in the manifest.

@@ -9,6 +9,7 @@
 mod access;
 mod admission;
 mod auth;
+mod branches;
 mod connection;
 mod error;
 mod extract;
@@ -325,6 +326,12 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(routes::schema).post(routes::apply_schema),
         )
         .route("/graphs/{id}/cleanup", post(routes::cleanup))
+        .route("/graphs/{id}/branches", get(branches::list))
+        .route(
+            "/graphs/{id}/branches/{name}",
+            post(branches::create).delete(branches::delete),
+        )
+        .route("/graphs/{id}/branches/{name}/merge", post(branches::merge))
         .fallback(not_found)
         // The load body bound is enforced (with a 413 naming it) by the load handler.
         .layer(axum::extract::DefaultBodyLimit::disable())

@@ -96,7 +96,7 @@ const MAX_SCHEMA_BYTES: usize = 1 << 20;
 /// Run a write to its end even when its client goes away: axum drops a handler's future
 /// when the connection closes, and a commit must not stop half-way (between its table
 /// commits and its publish) because of that.
-async fn to_the_end<T: Send + 'static>(
+pub(crate) async fn to_the_end<T: Send + 'static>(
     write: impl std::future::Future<Output = tributary::Result<T>> + Send + 'static,
 ) -> Result<T, ApiError> {
     match tokio::spawn(write).await {

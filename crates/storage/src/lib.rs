@@ -267,13 +267,26 @@ impl GraphStore {
 
     /// Open a dataset at its latest version, or at `version`.
     pub async fn open_dataset(&self, relative: &str, version: Option<u64>) -> Result<Dataset> {
+        self.open_dataset_on(relative, None, version).await
+    }
+
+    /// Open a dataset on one of its Lance branches (`None`: its main lineage), at the
+    /// branch's latest version or at `version` of it.
+    pub async fn open_dataset_on(
+        &self,
+        relative: &str,
+        branch: Option<&str>,
+        version: Option<u64>,
+    ) -> Result<Dataset> {
         let uri = self.uri_of(relative);
         let mut builder = DatasetBuilder::from_uri(&uri)
             .with_store_params(self.store_params())
             .with_session(self.session.clone());
-        if let Some(version) = version {
-            builder = builder.with_version(version);
-        }
+        builder = match (branch, version) {
+            (Some(branch), version) => builder.with_branch(branch, version),
+            (None, Some(version)) => builder.with_version(version),
+            (None, None) => builder,
+        };
         builder.load().await.context(LanceSnafu { uri })
     }
 

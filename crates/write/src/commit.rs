@@ -11,7 +11,7 @@ use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{
-    CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
+    BranchName, CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
 };
 use tributary_storage::GraphStore;
 
@@ -247,6 +247,8 @@ fn plan_for(
         idempotency_key: intent.idempotency_key.clone(),
         producers: intent.producers.clone(),
         schema: None,
+        forked_from: None,
+        merged: intent.merged.clone(),
     }
 }
 
@@ -340,7 +342,7 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
     let mut versions = BTreeMap::new();
     let mut pending = Vec::new();
     for table in &intent.tables {
-        match committed_version(target.store, table).await? {
+        match committed_version(target.store, &intent.branch, table).await? {
             Some(version) => {
                 versions.insert(table.path.clone(), version);
             }
@@ -356,7 +358,11 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
     for table in pending {
         let dataset = target
             .store
-            .open_dataset(&table.path, Some(table.read_version))
+            .open_dataset_on(
+                &table.path,
+                intent.branch.lance_branch(),
+                Some(table.read_version),
+            )
             .await
             .context(StorageSnafu)?;
         let committed = commit_staged(
@@ -397,7 +403,10 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
             _ => &[],
         };
         for file in fragments.iter().flat_map(|f| f.files.iter()) {
-            let path = format!("{}/data/{}", table.path, file.path);
+            let path = match intent.branch.lance_branch() {
+                Some(branch) => format!("{}/tree/{branch}/data/{}", table.path, file.path),
+                None => format!("{}/data/{}", table.path, file.path),
+            };
             if let Err(error) = store.delete(&path).await {
                 tracing::warn!(%error, path, "could not remove a staged data file");
             }
@@ -406,9 +415,13 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
 }
 
 /// The version a staged transaction produced, if it was committed.
-async fn committed_version(store: &GraphStore, table: &StagedTable) -> Result<Option<u64>> {
+async fn committed_version(
+    store: &GraphStore,
+    branch: &BranchName,
+    table: &StagedTable,
+) -> Result<Option<u64>> {
     let dataset = store
-        .open_dataset(&table.path, None)
+        .open_dataset_on(&table.path, branch.lance_branch(), None)
         .await
         .context(StorageSnafu)?;
     let latest = dataset.version().version;

@@ -162,6 +162,9 @@ pub struct Intent {
     /// A fold's producer marks, published with its commit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub producers: BTreeMap<String, u64>,
+    /// A merge's second parent (the merged branch's head), published with its commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<CommitId>,
 }
 
 /// One table's staged transaction.

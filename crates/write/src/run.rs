@@ -353,6 +353,7 @@ pub async fn fold_pending(
     }
 
     let intent = Intent {
+        merged: None,
         id: Intent::new_id(),
         branch: branch.clone(),
         expected_head: head.id.clone(),

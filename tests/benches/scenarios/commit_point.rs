@@ -23,6 +23,8 @@ fn plan_on(head: &CommitRecord) -> PublishPlan {
         idempotency_key: None,
         producers: Default::default(),
         schema: None,
+        forked_from: None,
+        merged: None,
     }
 }
 

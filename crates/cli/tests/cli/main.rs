@@ -3,6 +3,7 @@
 // test code: a panic here is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod branches;
 mod load;
 mod processes;
 mod producers;
@@ -94,6 +95,7 @@ fn every_command_has_help() {
         "schema",
         "rejects",
         "cleanup",
+        "branch",
     ] {
         assert!(top.contains(command), "top-level help misses {command}");
         let help = ok(&[command, "--help"]);

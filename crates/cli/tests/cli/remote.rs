@@ -45,7 +45,7 @@ pub(crate) fn serve_by(mut command: Command, root: &str, extra: &[&str]) -> Serv
 }
 
 /// Commit ids (12 hex characters) replaced, so two graphs' outputs compare.
-fn mask_ids(text: &str) -> String {
+pub(crate) fn mask_ids(text: &str) -> String {
     let mut out = String::new();
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {

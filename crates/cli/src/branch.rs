@@ -1,0 +1,123 @@
+//! `tributary branch`: create, list, delete and merge branches, embedded or remote.
+
+use std::io::Write;
+
+use clap::Subcommand;
+use tributary::{At, MergeKind};
+
+use crate::backend::{self, ServerArgs};
+use crate::output::{self, Format};
+use crate::Failure;
+
+#[derive(Debug, Subcommand)]
+pub enum BranchAction {
+    /// Create a branch: a new line of commits starting from another branch's head (or
+    /// any commit), isolated from it both ways. From `main`, everything acknowledged by
+    /// ingest before the command is folded first, so it is in the new branch. Costs a
+    /// few small writes per table; no data is copied.
+    Create {
+        graph: String,
+        /// The new branch's name (letters, digits, `.`, `_`, `-`).
+        name: String,
+        /// The branch to start from.
+        #[arg(long, default_value = tributary::MAIN_BRANCH, conflicts_with = "at")]
+        from: String,
+        /// Start from this commit instead of a branch's head.
+        #[arg(long)]
+        at: Option<String>,
+    },
+    /// List every branch with its head commit, `main` first.
+    List { graph: String },
+    /// Delete a branch (not `main`, nor one others were created from). Its commits stay
+    /// readable by id until a cleanup removes the versions only they pinned.
+    Delete { graph: String, name: String },
+    /// Merge SOURCE into TARGET as one commit on TARGET with both heads as parents. If
+    /// TARGET has not moved since they forked, every change of SOURCE is taken
+    /// (fast-forward); otherwise keys changed on one side take that side, and keys
+    /// changed differently on both are a conflict (exit 75, the keys listed, nothing
+    /// written). A merge that would break an edge endpoint, `@card` or `@unique` is
+    /// refused with the keys (exit 65).
+    Merge {
+        graph: String,
+        /// The branch whose changes are merged.
+        source: String,
+        /// The branch that receives them.
+        #[arg(long)]
+        into: String,
+    },
+}
+
+pub async fn run(
+    action: BranchAction,
+    server: &ServerArgs,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<(), Failure> {
+    let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
+        output::write_batch(out, format, batch).map_err(Failure::io)
+    };
+    match action {
+        BranchAction::Create {
+            graph,
+            name,
+            from,
+            at,
+        } => {
+            let opened = backend::open(&graph, server).await?;
+            let from = match at {
+                Some(commit) => At::Commit(commit.as_str().into()),
+                None => At::branch(&from)?,
+            };
+            let commit = opened.create_branch(&name, &from).await?;
+            let rows = vec![
+                ("branch".to_owned(), name),
+                ("commit".to_owned(), commit.id.to_string()),
+                (
+                    "from".to_owned(),
+                    commit.parent.map(|p| p.to_string()).unwrap_or_default(),
+                ),
+            ];
+            emit(out, &output::pairs_batch(("field", "value"), &rows))
+        }
+        BranchAction::List { graph } => {
+            let opened = backend::open(&graph, server).await?;
+            let heads = opened.branches().await?;
+            emit(out, &output::branches_batch(&heads))
+        }
+        BranchAction::Delete { graph, name } => {
+            let opened = backend::open(&graph, server).await?;
+            opened.delete_branch(&name).await?;
+            let rows = vec![("deleted".to_owned(), name)];
+            emit(out, &output::pairs_batch(("field", "value"), &rows))
+        }
+        BranchAction::Merge {
+            graph,
+            source,
+            into,
+        } => {
+            let opened = backend::open(&graph, server).await?;
+            let outcome = opened.merge(&source, &into).await?;
+            let kind = match outcome.kind {
+                MergeKind::UpToDate => "up to date",
+                MergeKind::FastForward => "fast-forward",
+                MergeKind::ThreeWay => "three-way",
+            };
+            let mut rows = vec![("merge".to_owned(), kind.to_owned())];
+            rows.extend(
+                outcome
+                    .rows
+                    .iter()
+                    .map(|(ty, n)| (ty.clone(), n.to_string())),
+            );
+            rows.extend(
+                outcome
+                    .deleted
+                    .iter()
+                    .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
+            );
+            rows.push(("base".to_owned(), outcome.base.to_string()));
+            rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
+            emit(out, &output::pairs_batch(("field", "value"), &rows))
+        }
+    }
+}

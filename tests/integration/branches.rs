@@ -97,6 +97,8 @@ async fn a_branch_and_main_do_not_see_each_others_writes() {
     };
     let fresh_main = graph.read("Person", &fresh_on("main")).await.unwrap();
     assert_eq!(sorted_strings(&fresh_main, "id"), ["ada", "dan", "zed"]);
+    // Flushed to a generation, not folded: still main's only.
+    graph.close_writers().await.unwrap();
 
     // Every read works on the branch: neighbors, fresh reads, the log.
     let knows = graph
@@ -425,11 +427,26 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
     assert_eq!(merged.kind, MergeKind::ThreeWay);
     assert_eq!(age_on(&graph, "main", "ada").await, Some(42));
     assert_eq!(age_on(&graph, "main", "bob").await, Some(52));
+    // The next merge's base is `a`'s head as merged, older in `a`'s lineage than its head
+    // once `a` moves on: cleanup keeps it.
+    load_on(&graph, "a", &[person("ada", 60)]).await;
+    load_on(&graph, "a", &[person("cy", 1)]).await;
+    load_on(&graph, "main", &[person("bob", 70)]).await;
+    graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    let again = graph.merge_branch("a", "main").await.unwrap();
+    assert_eq!(again.kind, MergeKind::ThreeWay);
+    assert_eq!(
+        again.rows.get("Person"),
+        Some(&2),
+        "ada and cy only: {again:?}"
+    );
+    assert_eq!(age_on(&graph, "main", "ada").await, Some(60));
+    assert_eq!(age_on(&graph, "main", "bob").await, Some(70));
 
     graph.delete_branch("b").await.unwrap();
     let after = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
     assert!(after.versions > 0, "b's versions went: {after:?}");
-    assert_eq!(ids_on(&graph, "a", "Person").await, ["ada", "bob"]);
+    assert_eq!(ids_on(&graph, "a", "Person").await, ["ada", "bob", "cy"]);
     assert_eq!(graph.branches().await.unwrap().len(), 2);
 }
 

@@ -293,17 +293,14 @@ impl Graph {
             return Err(Error::FreshAtCommit);
         }
         let base = self.open_table(snapshot, ty).await?;
-        // Only `main` has unfolded rows (ingest runs there): a fresh read of another
-        // branch is its snapshot, never `main`'s WAL.
-        let fresh = view.fresh && snapshot.branch.lance_branch().is_none();
-        let writer = if fresh {
+        let writer = if view.fresh {
             self.streaming.writer(&ty.table_path(), &snapshot.branch)
         } else {
             None
         };
         Ok(OpenTable {
             base,
-            fresh,
+            fresh: view.fresh,
             writer,
         })
     }

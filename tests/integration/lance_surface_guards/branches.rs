@@ -151,3 +151,89 @@ async fn cleanup_of_the_source_keeps_what_a_branch_reads_until_it_is_deleted() {
     );
     assert_eq!(value_of(&latest, "a").await, ["4"]);
 }
+
+/// What per-branch ingest would build on. A table branch has a MemWAL of its own: a
+/// writer opened on the branch writes under `tree/<branch>/_mem_wal`, and `main`'s shard
+/// is untouched. But the branch's MemWAL index is the source's, compaction marks
+/// included, while its shard starts its generations afresh: with the adapter's shard ids
+/// (from the table path, the same on every branch) a fold of the branch would take its
+/// new generations for folded ones. So ingest stays on `main` until shards are named per
+/// branch.
+#[tokio::test]
+async fn a_table_branch_has_its_own_memwal_but_inherits_the_sources_compaction_marks() {
+    use lance::dataset::mem_wal::{DatasetMemWalExt, ShardManifestStore, ShardWriterConfig};
+    use tributary::At;
+    let (dir, uri, graph) = tributary_tests::temp_graph().await;
+    let ingest = graph.ingest("main").unwrap();
+    for round in 0..3 {
+        let line = tributary_tests::person(&format!("p{round}"), round);
+        ingest.send(1, &line).await.unwrap();
+        graph.fold("main").await.unwrap();
+    }
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let store = tributary_storage::GraphStore::new(&uri).unwrap();
+    let path = "nodes/Person.lance";
+    let shard = tributary_memwal_adapter::shard_id(path, 0);
+    let main_before = store.open_dataset(path, None).await.unwrap();
+    let main_mark = |d: lance_index::mem_wal::MemWalIndexDetails| {
+        d.compacted_sstables
+            .iter()
+            .find(|c| c.shard_id == shard)
+            .map(|c| c.generation)
+    };
+    let main_generation = main_mark(main_before.mem_wal_index_details().await.unwrap().unwrap());
+    let dev = store
+        .open_dataset_on(path, Some("dev"), None)
+        .await
+        .unwrap();
+    let inherited = main_mark(dev.mem_wal_index_details().await.unwrap().unwrap());
+    assert_eq!(
+        inherited, main_generation,
+        "the clone carries the source's marks"
+    );
+    assert!(inherited >= Some(3), "{inherited:?}");
+
+    let writer = dev
+        .mem_wal_writer(
+            shard,
+            ShardWriterConfig::new(shard).with_max_wal_buffer_size(1),
+        )
+        .await
+        .unwrap();
+    let schema: arrow_schema::SchemaRef = Arc::new(arrow_schema::Schema::from(dev.schema()));
+    let catalog = tributary_schema::Catalog::parse(tributary_tests::SCHEMA).unwrap();
+    let decoded = tributary_schema::decode_str(&catalog, &tributary_tests::person("zed", 1));
+    let batch =
+        arrow_array::RecordBatch::try_new(schema, decoded.batches[0].batch.columns().to_vec())
+            .unwrap();
+    writer.put(vec![batch]).await.unwrap();
+    writer
+        .force_freeze_active()
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert!(dir
+        .path()
+        .join("graph/nodes/Person.lance/tree/dev/_mem_wal")
+        .join(shard.to_string())
+        .exists());
+    let manifests = ShardManifestStore::new(
+        dev.object_store(None).await.unwrap(),
+        &dev.branch_location().path,
+        shard,
+        2,
+    );
+    let flushed = manifests.latest().await.unwrap().unwrap();
+    let first = flushed.sstables.iter().map(|s| s.generation).min().unwrap();
+    assert!(
+        Some(first) <= inherited,
+        "the branch's first generation {first} is at or below the inherited mark {inherited:?}"
+    );
+    let main_after = store.open_dataset(path, None).await.unwrap();
+    assert_eq!(
+        main_mark(main_after.mem_wal_index_details().await.unwrap().unwrap()),
+        main_generation
+    );
+}

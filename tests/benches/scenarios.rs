@@ -9,6 +9,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[path = "scenarios/branches.rs"]
+mod branches;
 #[path = "scenarios/commit_point.rs"]
 mod commit_point;
 #[path = "scenarios/fold.rs"]
@@ -59,6 +61,8 @@ struct Settings {
     /// Commit depths of the commit-point scenario, and the rounds timed at each.
     commit_depths: &'static [usize],
     commit_rounds: usize,
+    /// Base rows of the branch scenario, and the keys each merge carries.
+    branches: (usize, usize),
 }
 
 const PRODUCERS: [usize; 3] = [1, 16, 64];
@@ -307,7 +311,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 11] = [
+const GROUPS: [&str; 12] = [
     "load",
     "ingest",
     "fold",
@@ -319,6 +323,7 @@ const GROUPS: [&str; 11] = [
     "commit_point",
     "write_api",
     "s3",
+    "branches",
 ];
 
 fn main() {
@@ -364,6 +369,7 @@ fn main() {
             fold_memory: (5_000, [5_000, 20_000]),
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
+            branches: (10_000, 1_000),
         }
     } else {
         Settings {
@@ -384,6 +390,7 @@ fn main() {
             fold_memory: (250_000, [250_000, 1_000_000]),
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
+            branches: (1_000_000, 1_000),
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -460,6 +467,10 @@ fn main() {
             for latency_ms in [0, 20] {
                 s3::scenarios(latency_ms, &s3_settings).await;
             }
+        }
+        if runs("branches") {
+            let (base, changed) = settings.branches;
+            branches::costs(base, changed).await;
         }
         if runs("reads") {
             for &pending in settings.read_pending {

@@ -216,6 +216,7 @@ pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
 }
 
 /// Branches: each one's name and head commit.
+#[expect(clippy::expect_used, reason = "the columns are built for this schema")]
 pub fn branches_batch(heads: &[CommitRecord]) -> RecordBatch {
     let schema = Schema::new(vec![
         Field::new("branch", DataType::Utf8, false),

@@ -185,7 +185,7 @@ async fn branch_names_main_and_missing_branches_are_refused_clearly() {
 }
 
 #[tokio::test]
-async fn a_branch_made_at_a_commit_holds_that_commit_and_a_parent_outlives_no_child() {
+async fn a_deleted_branch_is_readable_by_commit_until_cleanup_and_its_name_starts_afresh() {
     let (_dir, graph) = base_graph().await;
     let first = graph.snapshot(&At::default()).await.unwrap();
     load_on(&graph, "main", &[person("cy", 20)]).await;
@@ -194,17 +194,83 @@ async fn a_branch_made_at_a_commit_holds_that_commit_and_a_parent_outlives_no_ch
         .await
         .unwrap();
     assert_eq!(ids_on(&graph, "old", "Person").await, ["ada", "bob"]);
-    // A branch of a branch: its parent cannot go first.
+    load_on(&graph, "old", &[person("dan", 1)]).await;
+    let old_head = graph.snapshot(&at("old")).await.unwrap();
+    // A branch of a branch outlives its parent.
     graph.create_branch("older", &at("old")).await.unwrap();
-    let refused = graph.delete_branch("old").await.unwrap_err();
-    assert!(refused.to_string().contains("older"), "{refused}");
-    graph.delete_branch("older").await.unwrap();
     graph.delete_branch("old").await.unwrap();
     let gone = graph.get("Person", "ada", at("old")).await;
     assert_eq!(gone.unwrap_err().kind(), ErrorKind::NotFound);
-    // The name is free again, and a branch made under it starts afresh.
-    graph.create_branch("old", &At::default()).await.unwrap();
-    assert_eq!(ids_on(&graph, "old", "Person").await, ["ada", "bob", "cy"]);
+    let by_id = graph
+        .read(
+            "Person",
+            &ReadOptions {
+                at: At::Commit(old_head.id.clone()),
+                ..ReadOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(sorted_strings(&by_id, "id"), ["ada", "bob", "dan"]);
+    assert_eq!(
+        ids_on(&graph, "older", "Person").await,
+        ["ada", "bob", "dan"]
+    );
+
+    // Made again at one of its own commits: a lineage of its own, nothing shared.
+    graph
+        .create_branch("old", &At::Commit(old_head.id.clone()))
+        .await
+        .unwrap();
+    load_on(&graph, "old", &[person("eve", 2)]).await;
+    assert_eq!(
+        ids_on(&graph, "old", "Person").await,
+        ["ada", "bob", "dan", "eve"]
+    );
+    assert_eq!(
+        ids_on(&graph, "older", "Person").await,
+        ["ada", "bob", "dan"]
+    );
+    let remade = graph.snapshot(&at("old")).await.unwrap();
+    assert_ne!(remade.lineage, old_head.lineage);
+
+    // The first `old`'s lineage is still read by `older`: cleanup keeps it until then.
+    let kept = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    assert_eq!(kept.branches, 0, "{kept:?}");
+    assert_eq!(
+        ids_on(&graph, "older", "Person").await,
+        ["ada", "bob", "dan"]
+    );
+    graph.delete_branch("older").await.unwrap();
+    // older's lineage goes; the first old's stays, as the new old was made from it.
+    let freed = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    assert_eq!(freed.branches, 1, "{freed:?}");
+    assert_eq!(
+        ids_on(&graph, "old", "Person").await,
+        ["ada", "bob", "dan", "eve"]
+    );
+}
+
+/// An edge with a key of its own moved to another end on one side, whose old end that
+/// side then deleted: the merge writes it at its new end, and is no stranded edge.
+#[tokio::test]
+async fn a_keyed_edge_moved_off_a_deleted_node_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let schema = "node P { name: String @key }\nedge E: P -> P { tag: String @key }\n";
+    let graph = Graph::init(&uri, schema).await.unwrap();
+    let p = |name: &str| format!(r#"{{"type":"P","data":{{"name":"{name}"}}}}"#);
+    let e = |from: &str, to: &str| {
+        format!(r#"{{"edge":"E","from":"{from}","to":"{to}","data":{{"tag":"e1"}}}}"#)
+    };
+    load_on(&graph, "main", &[p("n"), p("m"), p("q"), e("n", "m")]).await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    load_on(&graph, "dev", &[e("q", "m"), delete("P", "n")]).await;
+    let merged = graph.merge_branch("dev", "main").await.unwrap();
+    assert_eq!(merged.kind, MergeKind::FastForward);
+    assert_eq!(ids_on(&graph, "main", "P").await, ["m", "q"]);
+    let edges = graph.read("E", &ReadOptions::default()).await.unwrap();
+    assert_eq!(sorted_strings(&edges, "src"), ["q"]);
 }
 
 #[tokio::test]
@@ -511,61 +577,55 @@ async fn a_merge_stopped_in_any_crash_window_lands_once_or_not_at_all() {
     }
 }
 
-/// A create stopped before its head is published, and a delete stopped after, leave
-/// table branches no graph branch has: invisible, replaced by a create of the name, and
-/// removed by cleanup.
+/// A create stopped before its head is published leaves a lineage no branch has: the
+/// name stays free, and cleanup removes it, with a deleted branch's.
 #[tokio::test]
-async fn a_create_or_delete_stopped_midway_leaves_nothing_visible_and_cleanup_removes_it() {
+async fn a_create_stopped_midway_leaves_nothing_visible_and_cleanup_removes_it() {
     let (_dir, graph) = base_graph().await;
-    for (point, name) in [
-        ("branch::before-publish", "half-made"),
-        ("branch::before-lineages-deleted", "half-gone"),
-    ] {
-        if name == "half-gone" {
-            graph.create_branch(name, &At::default()).await.unwrap();
-        }
+    {
         let _lock = crate::FAILPOINTS.lock().await;
         let scenario = fail::FailScenario::setup();
-        fail::cfg(point, "return").unwrap();
-        let error = if name == "half-gone" {
-            graph.delete_branch(name).await.unwrap_err()
-        } else {
-            graph.create_branch(name, &At::default()).await.unwrap_err()
-        };
-        assert!(error.to_string().contains(point), "{error}");
-        scenario.teardown();
-        let listed: Vec<String> = graph
-            .branches()
+        fail::cfg("branch::before-publish", "return").unwrap();
+        let error = graph
+            .create_branch("half-made", &At::default())
             .await
-            .unwrap()
-            .iter()
-            .map(|h| h.branch.to_string())
-            .collect();
-        assert_eq!(listed, ["main"], "{point}");
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("branch::before-publish"),
+            "{error}"
+        );
+        scenario.teardown();
     }
-    // A create under a half-made name replaces what the stopped one left.
+    let listed: Vec<String> = graph
+        .branches()
+        .await
+        .unwrap()
+        .iter()
+        .map(|h| h.branch.to_string())
+        .collect();
+    assert_eq!(listed, ["main"]);
+    graph.create_branch("gone", &At::default()).await.unwrap();
+    graph.delete_branch("gone").await.unwrap();
     graph
         .create_branch("half-made", &At::default())
         .await
         .unwrap();
     load_on(&graph, "half-made", &[person("cy", 1)]).await;
-    assert_eq!(
-        ids_on(&graph, "half-made", "Person").await,
-        ["ada", "bob", "cy"]
-    );
-    // Cleanup removes the table branches of the half-deleted one, and nothing else.
     let report = graph
         .cleanup(std::time::Duration::from_secs(3600))
         .await
         .unwrap();
-    assert_eq!(report.branches, 1, "{report:?}");
+    assert_eq!(
+        report.branches, 2,
+        "the stopped create's and gone's: {report:?}"
+    );
     assert_eq!(
         ids_on(&graph, "half-made", "Person").await,
         ["ada", "bob", "cy"]
     );
-    graph
-        .create_branch("half-gone", &At::default())
+    let again = graph
+        .cleanup(std::time::Duration::from_secs(3600))
         .await
         .unwrap();
-    assert_eq!(ids_on(&graph, "half-gone", "Person").await, ["ada", "bob"]);
+    assert_eq!(again.branches, 0);
 }

@@ -206,7 +206,7 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
             idempotency_key: None,
             producers: Default::default(),
             schema: None,
-            forked_from: None,
+            fork: None,
             merged: None,
         };
         head = publisher.publish(plan).await.unwrap();

@@ -21,7 +21,7 @@ fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
         idempotency_key: None,
         producers: Default::default(),
         schema: None,
-        forked_from: None,
+        fork: None,
         merged: None,
     }
 }

@@ -28,8 +28,9 @@ pub enum BranchAction {
     },
     /// List every branch with its head commit, `main` first.
     List { graph: String },
-    /// Delete a branch (not `main`, nor one others were created from). Its commits stay
-    /// readable by id until a cleanup removes the versions only they pinned.
+    /// Delete a branch (not `main`): its head goes at once. Its commits stay readable by
+    /// id until a cleanup finds their versions needed by no branch (nor by the merge base
+    /// of two) and removes them.
     Delete { graph: String, name: String },
     /// Merge SOURCE into TARGET as one commit on TARGET with both heads as parents. If
     /// TARGET has not moved since they forked, every change of SOURCE is taken

@@ -1,26 +1,33 @@
-//! Branches: create, list, delete. A graph branch is a Lance branch of the same name in
-//! every table (a shallow clone at the fork: metadata only, no data copied), so each
-//! branch writes its own version lineage of each table; the branch's head row in the
-//! manifest is what says it exists. Creating a branch from `main` first folds `main`'s
-//! WAL to empty in its write turn, so a branch never forks with an unfolded tail (ingest
-//! runs on `main` only, so no other branch has one).
+//! Branches: create, list, delete. A graph branch keeps its table versions in a Lance
+//! branch of every table (a shallow clone at the fork: metadata only, no data copied),
+//! named for the branch and made unique at its creation (its lineage), so each branch
+//! writes its own version lineage of each table and a branch deleted and made again never
+//! meets the old one's versions. The branch's head row in the manifest is what says it
+//! exists. Creating a branch from `main`'s head first folds `main`'s WAL to empty in its
+//! write turn, so a branch never forks with an unfolded tail (ingest runs on `main` only,
+//! so no other branch has one).
 
 use std::collections::BTreeMap;
 
 use snafu::ResultExt;
-use tributary_publisher::{BranchName, CommitKind, CommitRecord, PublishPlan, Publisher};
+use tributary_publisher::{BranchName, CommitKind, CommitRecord, Fork, PublishPlan, Publisher};
 
 use crate::error::{
-    BranchExistsSnafu, BranchHasChildrenSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu,
+    BranchBusySnafu, BranchExistsSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu,
 };
 use crate::fold::Claim;
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
+use tributary_write::Recovered;
 
 const BRANCH_ACTOR: &str = "tributary:branch";
 
+/// How often a create publishes again after losing a race on the manifest to another
+/// branch's publish (its own head still absent).
+const CREATE_ATTEMPTS: usize = 5;
+
 impl Graph {
     /// Create branch `name` at `from` (a branch's head, or any commit): its first commit
-    /// pins the same rows, in tables of its own lineage. From `main`, everything
+    /// pins the same rows, in tables of its own lineage. From `main`'s head, everything
     /// acknowledged before the call is folded first and is in the new branch.
     pub async fn create_branch(&self, name: &str, from: &At) -> Result<CommitRecord> {
         let name = branch_name(name)?;
@@ -28,38 +35,43 @@ impl Graph {
         if self.branch_exists(&name).await? {
             return BranchExistsSnafu { branch: name }.fail();
         }
-        let source = self.snapshot(from).await?.branch;
-        let (first, second) = self.write_turns(&source, &name).await?;
-        let source_turn = if first.branch == source {
-            &first
-        } else {
-            &second
-        };
-        let created = self
-            .create_in_turns(&name, &source, from, source_turn)
+        let folds_main = matches!(from, At::Branch(source) if source.is_main());
+        if folds_main {
+            let main = BranchName::main();
+            let (first, second) = self.write_turns(&main, &name).await?;
+            let main_turn = if first.branch == main {
+                &first
+            } else {
+                &second
+            };
+            let created = async {
+                self.recover_intents(Some(&main)).await?;
+                self.fold_locked_with(
+                    &main_turn.turn,
+                    &main,
+                    self.settings.fold.policy,
+                    Claim::All,
+                )
+                .await?;
+                self.create_in_turn(&name, from).await
+            }
             .await;
-        second.turn.end().await;
-        first.turn.end().await;
-        created
+            second.turn.end().await;
+            first.turn.end().await;
+            created
+        } else {
+            // The commit or the other branch's head is a fixed point: only the new name's
+            // turn is needed (a commit of an earlier branch of this name included).
+            self.snapshot(from).await?;
+            let turn = self.write_turn(&name).await?;
+            let created = self.create_in_turn(&name, from).await;
+            turn.end().await;
+            created
+        }
     }
 
-    async fn create_in_turns(
-        &self,
-        name: &BranchName,
-        source: &BranchName,
-        from: &At,
-        source_turn: &NamedTurn,
-    ) -> Result<CommitRecord> {
-        self.recover_intents(Some(source)).await?;
-        if source.lance_branch().is_none() {
-            self.fold_locked_with(
-                &source_turn.turn,
-                source,
-                self.settings.fold.policy,
-                Claim::All,
-            )
-            .await?;
-        }
+    /// The create itself, in the new name's write turn.
+    async fn create_in_turn(&self, name: &BranchName, from: &At) -> Result<CommitRecord> {
         if self.branch_exists(name).await? {
             return BranchExistsSnafu {
                 branch: name.clone(),
@@ -67,15 +79,18 @@ impl Graph {
             .fail();
         }
         let base = self.snapshot(from).await?;
+        let lineage = format!(
+            "{name}.{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..12]
+        );
         let mut tables = BTreeMap::new();
         for (path, &version) in &base.tables {
             let forked = self
-                .fork_table(path, base.branch.lance_branch(), version, name)
+                .fork_table(path, base.lineage.as_deref(), version, &lineage)
                 .await?;
             tables.insert(path.clone(), forked);
         }
-        // Tests stop a create here: forked tables with no head are cleanup's to remove,
-        // and a create of the name again replaces them.
+        // Tests stop a create here: forked tables with no head are cleanup's to remove.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("branch::before-publish", |_| Err(crate::Error::Fold {
             source: tributary_write::Error::Injected {
@@ -95,76 +110,71 @@ impl Graph {
             idempotency_key: None,
             producers: BTreeMap::new(),
             schema: None,
-            forked_from: Some(base.id.clone()),
+            fork: Some(Fork {
+                from: base.id.clone(),
+                lineage,
+            }),
             merged: None,
         };
-        match self.publisher.publish(plan).await {
-            Ok(record) => Ok(record),
-            Err(tributary_publisher::Error::Conflict { .. }) => BranchExistsSnafu {
-                branch: name.clone(),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.publisher.publish(plan.clone()).await {
+                Ok(record) => return Ok(record),
+                // Another branch's publish won the manifest: the name is still free.
+                Err(tributary_publisher::Error::Conflict { actual: None, .. })
+                    if attempt < CREATE_ATTEMPTS => {}
+                Err(tributary_publisher::Error::Conflict { .. }) => {
+                    return BranchExistsSnafu {
+                        branch: name.clone(),
+                    }
+                    .fail()
+                }
+                Err(source) => return Err(crate::Error::Publish { source }),
             }
-            .fail(),
-            Err(source) => Err(crate::Error::Publish { source }),
         }
     }
 
-    /// Branch `name` of the table at `path`, at `version` of the lineage `from`; returns
-    /// the new branch's version. A Lance branch of that name with no graph head is left
-    /// from a create or delete that stopped midway: the caller holds the name's write
-    /// turn, so it is replaced.
+    /// Fork the table at `path`, at `version` of the lineage `from`, to the Lance branch
+    /// `lineage`; returns the new lineage's version.
     async fn fork_table(
         &self,
         path: &str,
         from: Option<&str>,
         version: u64,
-        name: &BranchName,
+        lineage: &str,
     ) -> Result<u64> {
-        let lance = |action: &'static str| LanceSnafu {
-            action,
-            table: path,
-        };
         let mut root = self
             .store
             .open_dataset(path, None)
             .await
             .context(StorageSnafu)?;
-        let existing = root.list_branches().await.context(lance("list branches"))?;
-        if existing.contains_key(name.as_str()) {
-            root.force_delete_branch(name.as_str())
-                .await
-                .context(lance("remove a stale branch"))?;
-        }
         let forked = root
-            .create_branch(name.as_str(), (from, Some(version)), None)
+            .create_branch(lineage, (from, Some(version)), None)
             .await
-            .context(lance("create a branch"))?;
+            .context(LanceSnafu {
+                action: "create a branch",
+                table: path,
+            })?;
         Ok(forked.version().version)
     }
 
     /// The head of every branch, `main` first.
     pub async fn branches(&self) -> Result<Vec<CommitRecord>> {
         let mut heads = self.publisher.branches().await.context(PublishSnafu)?;
-        heads.sort_by_key(|h| h.branch.lance_branch().map(str::to_owned));
+        heads.sort_by_key(|h| (!h.branch.is_main(), h.branch.clone()));
         Ok(heads)
     }
 
-    /// Delete branch `name`: its head goes at once (its commits stay readable by id), and
-    /// its table lineages go with it; the versions only it pinned are the next cleanup's.
-    /// `main` cannot be deleted, nor a branch others were made from.
+    /// Delete branch `name` (not `main`): its head goes in one compare-and-swap; its
+    /// commits stay readable by id until a cleanup finds their versions needed by no
+    /// branch (nor by a merge base of two), and removes them.
     pub async fn delete_branch(&self, name: &str) -> Result<()> {
         let name = branch_name(name)?;
-        if name.lance_branch().is_none() {
+        if name.is_main() {
             return Err(crate::Error::MainNotDeletable);
         }
-        let head = self.publisher.head(&name).await.context(PublishSnafu)?;
-        let children = self.branches_made_from(&name, &head).await?;
-        if !children.is_empty() {
-            return BranchHasChildrenSnafu {
-                branch: name,
-                children,
-            }
-            .fail();
-        }
+        self.publisher.head(&name).await.context(PublishSnafu)?;
         let turn = self.write_turn(&name).await?;
         let deleted = self.delete_in_turn(&name).await;
         turn.end().await;
@@ -172,72 +182,23 @@ impl Graph {
     }
 
     async fn delete_in_turn(&self, name: &BranchName) -> Result<()> {
-        self.recover_intents(Some(name)).await?;
+        // A write left half-done on the branch is settled first: published or dropped.
+        let unsettled = self
+            .recover_intents(Some(name))
+            .await?
+            .into_iter()
+            .any(|r| matches!(r, Recovered::InFlight { .. } | Recovered::Failed { .. }));
+        if unsettled {
+            return BranchBusySnafu {
+                branch: name.clone(),
+            }
+            .fail();
+        }
         let head = self.publisher.head(name).await.context(PublishSnafu)?;
         self.publisher
             .delete_branch(name, &head.id)
             .await
-            .context(PublishSnafu)?;
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("branch::before-lineages-deleted", |_| Err(
-            crate::Error::Fold {
-                source: tributary_write::Error::Injected {
-                    point: "branch::before-lineages-deleted".to_owned(),
-                },
-            }
-        ));
-        for path in head.tables.keys() {
-            self.drop_table_branch(path, name).await?;
-        }
-        Ok(())
-    }
-
-    /// Remove the Lance branch `name` of the table at `path`, if it is there.
-    pub(crate) async fn drop_table_branch(&self, path: &str, name: &BranchName) -> Result<()> {
-        let lance = |action: &'static str| LanceSnafu {
-            action,
-            table: path,
-        };
-        let mut root = self
-            .store
-            .open_dataset(path, None)
-            .await
-            .context(StorageSnafu)?;
-        let existing = root.list_branches().await.context(lance("list branches"))?;
-        if existing.contains_key(name.as_str()) {
-            root.force_delete_branch(name.as_str())
-                .await
-                .context(lance("delete a branch"))?;
-        }
-        Ok(())
-    }
-
-    /// Branches whose tables were forked from `name`'s lineage (Lance keeps what they
-    /// read of it, so it cannot go first).
-    async fn branches_made_from(
-        &self,
-        name: &BranchName,
-        head: &CommitRecord,
-    ) -> Result<Vec<String>> {
-        let Some(path) = head.tables.keys().next() else {
-            return Ok(Vec::new());
-        };
-        let root = self
-            .store
-            .open_dataset(path, None)
-            .await
-            .context(StorageSnafu)?;
-        let branches = root.list_branches().await.context(LanceSnafu {
-            action: "list branches",
-            table: path.to_string(),
-        })?;
-        let mut children: Vec<String> = branches
-            .into_iter()
-            .filter(|(_, contents)| contents.parent_branch.as_deref() == Some(name.as_str()))
-            .map(|(child, _)| child)
-            .collect();
-        children.sort();
-        Ok(children)
+            .context(PublishSnafu)
     }
 
     pub(crate) async fn branch_exists(&self, name: &BranchName) -> Result<bool> {

@@ -9,7 +9,7 @@ use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage};
-use tributary_publisher::{BranchName, CommitRecord, MANIFEST_PATH};
+use tributary_publisher::{BranchName, CommitRecord, Publisher, MANIFEST_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph};
@@ -26,8 +26,8 @@ pub struct CleanupReport {
     pub versions: u64,
     /// Bytes of data, deletion, index and transaction files removed with them.
     pub version_bytes: u64,
-    /// Table branches removed that no graph branch had (a create or delete stopped
-    /// midway), counted per branch name.
+    /// Branch lineages removed (a deleted branch's, or a stopped create's), each counted
+    /// once whatever the number of tables.
     #[serde(default)]
     pub branches: u64,
 }
@@ -82,8 +82,8 @@ impl Graph {
     }
 
     /// Every other branch's lineages lose their old versions as `main`'s do (Lance keeps,
-    /// in a lineage, what the branches made from it still read); then Lance branches
-    /// with no graph head, left by a create or delete that stopped midway, are removed.
+    /// in a lineage, what the branches made from it still read); then lineages no head and
+    /// no merge base of two heads reads (a deleted branch's, a stopped create's) go.
     async fn cleanup_branches(
         &self,
         heads: &[CommitRecord],
@@ -98,10 +98,10 @@ impl Graph {
             self.remove_old_versions(path, Some(lance_branch), Some(oldest), cutoff, report)
                 .await?;
         }
-        let Some(main) = heads.iter().find(|h| h.branch.lance_branch().is_none()) else {
+        let Some(main) = heads.iter().find(|h| h.branch.is_main()) else {
             return Ok(());
         };
-        let live: HashSet<&str> = heads.iter().map(|h| h.branch.as_str()).collect();
+        let live: HashSet<&str> = pins.keys().filter_map(|(_, l)| l.as_deref()).collect();
         let mut stale: BTreeSet<String> = BTreeSet::new();
         for path in main.tables.keys() {
             let root = self
@@ -109,34 +109,97 @@ impl Graph {
                 .open_dataset(path, None)
                 .await
                 .context(StorageSnafu)?;
-            let branches = root.list_branches().await.context(LanceSnafu {
+            let lineages = root.list_branches().await.context(LanceSnafu {
                 action: "list branches",
                 table: path.to_string(),
             })?;
-            stale.extend(branches.into_keys().filter(|b| !live.contains(b.as_str())));
+            stale.extend(lineages.into_keys().filter(|l| !live.contains(l.as_str())));
         }
-        for name in stale {
-            let Ok(name) = BranchName::new(name) else {
-                continue;
+        // A lineage forked from another keeps it until it goes itself: pass again while
+        // a pass removes something.
+        let mut left: Vec<String> = stale.into_iter().collect();
+        loop {
+            let before = left.len();
+            let mut kept = Vec::new();
+            for lineage in left {
+                if self.remove_stale_lineage(&main.tables, &lineage).await? {
+                    report.branches += 1;
+                } else {
+                    kept.push(lineage);
+                }
+            }
+            left = kept;
+            if left.is_empty() || left.len() == before {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Remove `lineage` from every table unless a head names it; `false` if it stays.
+    async fn remove_stale_lineage(
+        &self,
+        tables: &BTreeMap<TablePath, u64>,
+        lineage: &str,
+    ) -> Result<bool> {
+        {
+            // A lineage is `<branch>.<suffix>`; a create holds the branch's turn until its
+            // head is published, so in the turn a lineage no head names is nobody's.
+            let Some(name) = lineage
+                .rsplit_once('.')
+                .and_then(|(name, _)| BranchName::new(name).ok())
+            else {
+                return Ok(false);
             };
-            // A create holds the new name's turn until its head is published: in the
-            // turn, a name still without a head is one nobody is creating.
             let turn = self.write_turn(&name).await?;
-            let removed: Result<()> = async {
-                if self.branch_exists(&name).await? {
-                    return Ok(());
+            let removed: Result<bool> = async {
+                let head = match self.publisher.head(&name).await {
+                    Ok(head) => head.lineage,
+                    Err(tributary_publisher::Error::BranchNotFound { .. }) => None,
+                    Err(source) => return Err(Error::Publish { source }),
+                };
+                if head.as_deref() == Some(lineage) {
+                    return Ok(false);
                 }
-                for path in main.tables.keys() {
-                    self.drop_table_branch(path, &name).await?;
+                let mut removed = true;
+                for path in tables.keys() {
+                    removed &= self.drop_lineage(path, lineage).await?;
                 }
-                report.branches += 1;
-                Ok(())
+                Ok(removed)
             }
             .await;
             turn.end().await;
-            removed?;
+            removed
         }
-        Ok(())
+    }
+
+    /// Remove the Lance branch `lineage` of the table at `path`, if it is there; `false`
+    /// when Lance keeps it because a lineage forked from it still reads it (it goes at a
+    /// cleanup after that one).
+    async fn drop_lineage(&self, path: &str, lineage: &str) -> Result<bool> {
+        let mut root = self
+            .store
+            .open_dataset(path, None)
+            .await
+            .context(StorageSnafu)?;
+        let listed = root.list_branches().await.context(LanceSnafu {
+            action: "list branches",
+            table: path.to_owned(),
+        })?;
+        if !listed.contains_key(lineage) {
+            return Ok(true);
+        }
+        match root.force_delete_branch(lineage).await {
+            Ok(()) => Ok(true),
+            Err(lance::Error::RefConflict { message, .. }) => {
+                tracing::info!(table = path, lineage, %message, "a branch lineage is still read by another");
+                Ok(false)
+            }
+            Err(source) => Err(Error::Lance {
+                action: "delete a branch".to_owned(),
+                table: path.to_owned(),
+                source,
+            }),
+        }
     }
 
     /// Per table and lineage, the oldest version a reader may still need: what each
@@ -151,7 +214,7 @@ impl Graph {
         }
         let mut pins = Pins::new();
         for commit in &needed {
-            let lineage = commit.branch.lance_branch().map(str::to_owned);
+            let lineage = commit.lineage.clone();
             for (path, &version) in &commit.tables {
                 let oldest = pins
                     .entry((path.clone(), lineage.clone()))

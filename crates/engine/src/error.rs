@@ -190,11 +190,8 @@ pub enum Error {
     #[snafu(display("`main` cannot be deleted"))]
     MainNotDeletable,
 
-    #[snafu(display("branch `{branch}` has branches made from it ({}); delete them first", children.join(", ")))]
-    BranchHasChildren {
-        branch: String,
-        children: Vec<String>,
-    },
+    #[snafu(display("a write to branch `{branch}` is still being settled (another process may be making it); try again shortly"))]
+    BranchBusy { branch: String },
 
     #[snafu(display("{}", describe_conflicts(source_branch, target, keys)))]
     MergeConflict {
@@ -310,7 +307,6 @@ impl Error {
             | Error::WrongDimension { .. }
             | Error::RetentionTooLong { .. }
             | Error::MainNotDeletable
-            | Error::BranchHasChildren { .. }
             | Error::MergeBreaksConstraints { .. }
             | Error::MergeIntoItself { .. }
             | Error::BranchesExist { .. } => ErrorKind::InvalidInput,
@@ -322,7 +318,9 @@ impl Error {
             | Error::OutOfSequence { .. }
             | Error::SequenceOverflow
             | Error::BreakingSchemaChange { .. } => ErrorKind::InvalidInput,
-            Error::ProducerBusy { .. } | Error::SchemaChanging { .. } => ErrorKind::Unavailable,
+            Error::ProducerBusy { .. }
+            | Error::SchemaChanging { .. }
+            | Error::BranchBusy { .. } => ErrorKind::Unavailable,
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } => ErrorKind::NotFound,

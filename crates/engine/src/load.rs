@@ -182,7 +182,11 @@ impl Graph {
         let (going, more) = removals.check(catalog, &tables, &batches).await?;
         errors.extend(more);
         if let Some(merging) = merging {
-            errors.extend(merging.stranded(catalog, &tables, &removals).await?);
+            errors.extend(
+                merging
+                    .stranded(catalog, &tables, &removals, &batches)
+                    .await?,
+            );
         }
         errors.extend(
             self.check_request(&tables, &batches, &removals, &going, options.mode)
@@ -229,6 +233,7 @@ impl Graph {
 
         let intent = Intent {
             merged: merging.map(|m| m.head.clone()),
+            lineage: head.lineage.clone(),
             id: Intent::new_id(),
             branch: options.branch.clone(),
             expected_head: head.id.clone(),
@@ -371,11 +376,20 @@ impl Merging {
         catalog: &Catalog,
         tables: &SnapshotTables<'_>,
         removals: &Removals,
+        batches: &[TypeBatch],
     ) -> Result<Vec<LineError>> {
-        let named: HashMap<&str, std::collections::HashSet<&str>> = removals
+        // An edge the merge deletes or writes again (moved to another end) is decided.
+        let mut named: HashMap<&str, std::collections::HashSet<&str>> = removals
             .named()
             .map(|(type_name, keys)| (type_name, keys.collect()))
             .collect();
+        for batch in batches {
+            let ids = string_column(&batch.batch, "id");
+            named
+                .entry(batch.type_name.as_str())
+                .or_default()
+                .extend(ids.iter().flatten());
+        }
         let mut errors = Vec::new();
         for edge in catalog.types.iter().filter(|t| t.kind == TypeKind::Edge) {
             let Some(filter) = removals.predicate(edge) else {

@@ -144,7 +144,7 @@ impl Graph {
         let merged = async {
             for (branch, turn) in [(&source, source_turn), (&target, target_turn)] {
                 self.recover_intents(Some(branch)).await?;
-                if branch.lance_branch().is_none() {
+                if branch.is_main() {
                     self.fold_locked_with(
                         &turn.turn,
                         branch,
@@ -334,8 +334,8 @@ impl Graph {
         })
     }
 
-    /// The newest commit both `a` and `b` descend from (through first and merge parents):
-    /// commits are visited newest first from both heads until one is reached from both.
+    /// The nearest commit both `a` and `b` descend from (through first and merge parents):
+    /// commits are visited deepest first from both heads until one is reached from both.
     pub(crate) async fn merge_base(
         &self,
         a: &CommitRecord,
@@ -344,14 +344,16 @@ impl Graph {
         const FROM_A: u8 = 1;
         const FROM_B: u8 = 2;
         let mut seen: HashMap<CommitId, u8> = HashMap::new();
-        let mut queue: BinaryHeap<(i64, CommitId)> = BinaryHeap::new();
+        // Deepest first: a commit is visited after every commit that descends from it,
+        // so the sides it is reached from are all known when it is (clocks may disagree).
+        let mut queue: BinaryHeap<(u64, i64, CommitId)> = BinaryHeap::new();
         let mut records: HashMap<CommitId, CommitRecord> = HashMap::new();
         for (record, side) in [(a, FROM_A), (b, FROM_B)] {
             *seen.entry(record.id.clone()).or_default() |= side;
-            queue.push((record.time_micros, record.id.clone()));
+            queue.push((record.depth, record.time_micros, record.id.clone()));
             records.insert(record.id.clone(), record.clone());
         }
-        while let Some((_, id)) = queue.pop() {
+        while let Some((_, _, id)) = queue.pop() {
             let Some(record) = records.remove(&id) else {
                 continue;
             };
@@ -365,7 +367,11 @@ impl Graph {
                 if !known {
                     let parent_record =
                         self.publisher.commit(parent).await.context(PublishSnafu)?;
-                    queue.push((parent_record.time_micros, parent.clone()));
+                    queue.push((
+                        parent_record.depth,
+                        parent_record.time_micros,
+                        parent.clone(),
+                    ));
                     records.insert(parent.clone(), parent_record);
                 }
             }

@@ -101,7 +101,7 @@ impl Graph {
             .branches()
             .await?
             .into_iter()
-            .filter(|h| h.branch.lance_branch().is_some())
+            .filter(|h| !h.branch.is_main())
             .map(|h| h.branch.to_string())
             .collect();
         if !others.is_empty() {
@@ -239,7 +239,7 @@ impl Graph {
                 version: next,
                 source: new.source.clone(),
             }),
-            forked_from: None,
+            fork: None,
             merged: None,
         };
         let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;

@@ -63,10 +63,9 @@ impl BranchName {
         &self.0
     }
 
-    /// The Lance branch holding this graph branch's table versions: each graph branch is
-    /// a Lance branch of the same name in every table, `main` their main lineage (`None`).
-    pub fn lance_branch(&self) -> Option<&str> {
-        (self.0 != MAIN_BRANCH).then_some(self.0.as_str())
+    /// Whether this is `main`.
+    pub fn is_main(&self) -> bool {
+        self.0 == MAIN_BRANCH
     }
 }
 
@@ -149,10 +148,9 @@ impl CommitId {
         &self.0
     }
 
-    /// The Lance branch holding this graph branch's table versions: each graph branch is
-    /// a Lance branch of the same name in every table, `main` their main lineage (`None`).
-    pub fn lance_branch(&self) -> Option<&str> {
-        (self.0 != MAIN_BRANCH).then_some(self.0.as_str())
+    /// Whether this is `main`.
+    pub fn is_main(&self) -> bool {
+        self.0 == MAIN_BRANCH
     }
 }
 

@@ -16,7 +16,9 @@ pub use manifest::{
     commit_key, head_key, manifest_schema, rows_batch, ManifestCasPublisher, MANIFEST_PATH,
     ROWS_PER_FRAGMENT,
 };
-pub use record::{CommitKind, CommitRecord, FoldedShard, PublishPlan, SchemaRecord, TablePath};
+pub use record::{
+    CommitKind, CommitRecord, FoldedShard, Fork, PublishPlan, SchemaRecord, TablePath,
+};
 
 /// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
 /// publisher later.

@@ -143,6 +143,8 @@ impl ManifestCasPublisher {
             id: CommitId::random(),
             parent: None,
             merged: None,
+            lineage: None,
+            depth: 1,
             branch: BranchName::main(),
             actor: actor.to_owned(),
             kind: CommitKind::Schema,
@@ -367,9 +369,13 @@ impl Publisher for ManifestCasPublisher {
         }
         // A new branch starts from the commit it is created from: its schema, and that
         // commit as its parent.
-        let fork = match (&head, &plan.forked_from) {
-            (None, Some(from)) => Some(Self::read_commit(&dataset, from).await?),
+        let fork = match (&head, &plan.fork) {
+            (None, Some(fork)) => Some(Self::read_commit(&dataset, &fork.from).await?),
             _ => None,
+        };
+        let merged_depth = match &plan.merged {
+            Some(merged) => Self::read_commit(&dataset, merged).await?.depth,
+            None => 0,
         };
         // Lance table history is linear: a newer version holds every older write, so a
         // publish never lowers a pin (a late recovery must not roll a table back).
@@ -403,12 +409,25 @@ impl Publisher for ManifestCasPublisher {
         let schema_version = plan.schema.as_ref().map_or(head_schema, |s| s.version);
         let last_fold = match plan.kind {
             CommitKind::Fold => Some(id.clone()),
-            _ => head.and_then(|h| h.last_fold),
+            _ => head.as_ref().and_then(|h| h.last_fold.clone()),
+        };
+        let depth = head
+            .as_ref()
+            .or(fork.as_ref())
+            .map_or(0, |h| h.depth)
+            .max(merged_depth)
+            + 1;
+        let lineage = match (&head, &plan.fork) {
+            (Some(head), _) => head.lineage.clone(),
+            (None, Some(fork)) => Some(fork.lineage.clone()),
+            (None, None) => None,
         };
         let record = CommitRecord {
             id,
             parent: actual.or_else(|| fork.map(|f| f.id)),
             merged: plan.merged,
+            lineage,
+            depth,
             branch: plan.branch.clone(),
             actor: plan.actor,
             kind: plan.kind,
@@ -463,7 +482,7 @@ impl Publisher for ManifestCasPublisher {
                 let actual = Self::read_head(&dataset, &plan.branch).await?.map(|h| h.id);
                 return Err(Error::Conflict {
                     branch: plan.branch,
-                    expected: record.parent,
+                    expected: plan.expected_head,
                     actual,
                 });
             }
@@ -523,6 +542,32 @@ impl Publisher for ManifestCasPublisher {
     }
 
     async fn delete_branch(&self, branch: &BranchName, expected_head: &CommitId) -> Result<()> {
+        // A conflict with another branch's publish leaves this head as it was: try again.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.delete_head(branch, expected_head).await {
+                Err(Error::Conflict { actual, .. })
+                    if attempt < 5 && actual.as_ref() == Some(expected_head) => {}
+                done => return done,
+            }
+        }
+    }
+
+    async fn schema(&self) -> Result<SchemaRecord> {
+        let dataset = self.latest().await?;
+        let value = Self::read_row(&dataset, SCHEMA_KEY)
+            .await?
+            .context(NotAGraphSnafu {
+                uri: self.store.location(),
+            })?;
+        parse(SCHEMA_KEY, &value)
+    }
+}
+
+impl ManifestCasPublisher {
+    /// One attempt of [`Publisher::delete_branch`].
+    async fn delete_head(&self, branch: &BranchName, expected_head: &CommitId) -> Result<()> {
         let mut dataset = self.latest().await?;
         let actual = Self::read_head(&dataset, branch).await?.map(|h| h.id);
         if actual.as_ref() != Some(expected_head) {
@@ -575,15 +620,5 @@ impl Publisher for ManifestCasPublisher {
                 source,
             }),
         }
-    }
-
-    async fn schema(&self) -> Result<SchemaRecord> {
-        let dataset = self.latest().await?;
-        let value = Self::read_row(&dataset, SCHEMA_KEY)
-            .await?
-            .context(NotAGraphSnafu {
-                uri: self.store.location(),
-            })?;
-        parse(SCHEMA_KEY, &value)
     }
 }

@@ -44,6 +44,15 @@ pub struct CommitRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<CommitId>,
     pub branch: BranchName,
+    /// The Lance branch of every table holding this commit's versions: `None` for `main`'s
+    /// lineage; for another branch, a name made for it at its creation, so a branch
+    /// deleted and made again never reads the old one's versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
+    /// One more than the deepest parent's (a branch's first commit: its fork's), so a walk
+    /// of history can visit descendants before ancestors whatever the clocks said.
+    #[serde(default)]
+    pub depth: u64,
     pub actor: String,
     pub kind: CommitKind,
     /// Microseconds since the Unix epoch.
@@ -100,7 +109,7 @@ impl CommitRecord {
                 table: path,
             })?;
         store
-            .open_dataset_on(path, self.branch.lance_branch(), Some(version))
+            .open_dataset_on(path, self.lineage.as_deref(), Some(version))
             .await
             .context(StorageSnafu)
     }
@@ -141,12 +150,19 @@ pub struct PublishPlan {
     /// A new schema, written with the commit (a `schema` commit); its version must be one
     /// more than the head's.
     pub schema: Option<SchemaRecord>,
-    /// A new branch's first commit (`expected_head` is `None`): the commit it is created
-    /// from, its parent. `tables` then names every table (versions of the new branch's
-    /// own lineage), and the schema version is that commit's.
-    pub forked_from: Option<CommitId>,
+    /// A new branch's first commit (`expected_head` is `None`): where it forks. `tables`
+    /// then names every table (versions of the new lineage).
+    pub fork: Option<Fork>,
     /// A merge: the head of the branch merged in, recorded as the second parent.
     pub merged: Option<CommitId>,
+}
+
+/// A new branch's start: the commit it is created from (its parent, whose schema version
+/// it takes) and the Lance branch its tables were forked to.
+#[derive(Debug, Clone)]
+pub struct Fork {
+    pub from: CommitId,
+    pub lineage: String,
 }
 
 /// The schema as stored in the manifest.

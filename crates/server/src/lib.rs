@@ -59,6 +59,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/graphs/{id}/schema"),
     ("POST", "/graphs/{id}/schema"),
     ("POST", "/graphs/{id}/cleanup"),
+    ("GET", "/graphs/{id}/branches"),
+    ("POST", "/graphs/{id}/branches/{name}"),
+    ("DELETE", "/graphs/{id}/branches/{name}"),
+    ("POST", "/graphs/{id}/branches/{name}/merge"),
 ];
 
 /// Size bounds on what clients send.

@@ -11,7 +11,7 @@ use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
 use tributary_publisher::{
-    BranchName, CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
+    CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
 };
 use tributary_storage::GraphStore;
 
@@ -247,7 +247,7 @@ fn plan_for(
         idempotency_key: intent.idempotency_key.clone(),
         producers: intent.producers.clone(),
         schema: None,
-        forked_from: None,
+        fork: None,
         merged: intent.merged.clone(),
     }
 }
@@ -326,6 +326,19 @@ pub async fn publish_with_retry(
 /// - some or all tables committed: commit the rest from the staged transactions, then
 ///   publish — never leave a half-visible write behind.
 pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<Recovered> {
+    // Staged on a branch since deleted (or deleted and made again on another lineage):
+    // never published on it, and nothing now can read it.
+    let head = match target.publisher.head(&intent.branch).await {
+        Ok(head) => Some(head),
+        Err(PublishError::BranchNotFound { .. }) => None,
+        Err(source) => return Err(Error::Publish { source }),
+    };
+    if head.is_none_or(|head| head.lineage != intent.lineage) {
+        remove_staged_files(target.store, intent).await;
+        return Ok(Recovered::Dropped {
+            intent: intent.id.clone(),
+        });
+    }
     let recent = target
         .publisher
         .log(&intent.branch, RECENT_COMMITS)
@@ -342,7 +355,7 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
     let mut versions = BTreeMap::new();
     let mut pending = Vec::new();
     for table in &intent.tables {
-        match committed_version(target.store, &intent.branch, table).await? {
+        match committed_version(target.store, intent.lineage.as_deref(), table).await? {
             Some(version) => {
                 versions.insert(table.path.clone(), version);
             }
@@ -360,7 +373,7 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
             .store
             .open_dataset_on(
                 &table.path,
-                intent.branch.lance_branch(),
+                intent.lineage.as_deref(),
                 Some(table.read_version),
             )
             .await
@@ -403,8 +416,8 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
             _ => &[],
         };
         for file in fragments.iter().flat_map(|f| f.files.iter()) {
-            let path = match intent.branch.lance_branch() {
-                Some(branch) => format!("{}/tree/{branch}/data/{}", table.path, file.path),
+            let path = match &intent.lineage {
+                Some(lineage) => format!("{}/tree/{lineage}/data/{}", table.path, file.path),
                 None => format!("{}/data/{}", table.path, file.path),
             };
             if let Err(error) = store.delete(&path).await {
@@ -417,11 +430,11 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
 /// The version a staged transaction produced, if it was committed.
 async fn committed_version(
     store: &GraphStore,
-    branch: &BranchName,
+    lineage: Option<&str>,
     table: &StagedTable,
 ) -> Result<Option<u64>> {
     let dataset = store
-        .open_dataset_on(&table.path, branch.lance_branch(), None)
+        .open_dataset_on(&table.path, lineage, None)
         .await
         .context(StorageSnafu)?;
     let latest = dataset.version().version;

@@ -162,6 +162,11 @@ pub struct Intent {
     /// A fold's producer marks, published with its commit.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub producers: BTreeMap<String, u64>,
+    /// The Lance branch the tables were staged on (the head's `lineage`; `None` on
+    /// `main`). A branch deleted (and perhaps made again) since has another, or none: the
+    /// intent can then only be dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<String>,
     /// A merge's second parent (the merged branch's head), published with its commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged: Option<CommitId>,

@@ -354,6 +354,7 @@ pub async fn fold_pending(
 
     let intent = Intent {
         merged: None,
+        lineage: head.lineage.clone(),
         id: Intent::new_id(),
         branch: branch.clone(),
         expected_head: head.id.clone(),

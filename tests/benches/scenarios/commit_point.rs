@@ -23,7 +23,7 @@ fn plan_on(head: &CommitRecord) -> PublishPlan {
         idempotency_key: None,
         producers: Default::default(),
         schema: None,
-        forked_from: None,
+        fork: None,
         merged: None,
     }
 }

@@ -170,7 +170,12 @@ async fn a_table_branch_has_its_own_memwal_but_inherits_the_sources_compaction_m
         ingest.send(1, &line).await.unwrap();
         graph.fold("main").await.unwrap();
     }
-    graph.create_branch("dev", &At::default()).await.unwrap();
+    let lineage = graph
+        .create_branch("dev", &At::default())
+        .await
+        .unwrap()
+        .lineage
+        .unwrap();
     let store = tributary_storage::GraphStore::new(&uri).unwrap();
     let path = "nodes/Person.lance";
     let shard = tributary_memwal_adapter::shard_id(path, 0);
@@ -183,7 +188,7 @@ async fn a_table_branch_has_its_own_memwal_but_inherits_the_sources_compaction_m
     };
     let main_generation = main_mark(main_before.mem_wal_index_details().await.unwrap().unwrap());
     let dev = store
-        .open_dataset_on(path, Some("dev"), None)
+        .open_dataset_on(path, Some(&lineage), None)
         .await
         .unwrap();
     let inherited = main_mark(dev.mem_wal_index_details().await.unwrap().unwrap());
@@ -216,7 +221,7 @@ async fn a_table_branch_has_its_own_memwal_but_inherits_the_sources_compaction_m
         .unwrap();
     assert!(dir
         .path()
-        .join("graph/nodes/Person.lance/tree/dev/_mem_wal")
+        .join(format!("graph/nodes/Person.lance/tree/{lineage}/_mem_wal"))
         .join(shard.to_string())
         .exists());
     let manifests = ShardManifestStore::new(

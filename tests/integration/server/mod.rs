@@ -178,9 +178,11 @@ async fn the_router_serves_exactly_the_documented_routes() {
         let concrete = path
             .replace("{id}", "nope")
             .replace("{type}", "Person")
-            .replace("{key}", "k");
+            .replace("{key}", "k")
+            .replace("{name}", "dev");
         let request = match *method {
             "GET" => server.client.get(server.url(&concrete)),
+            "DELETE" => server.client.delete(server.url(&concrete)),
             _ => server.client.post(server.url(&concrete)),
         };
         let response = request.send().await.unwrap();

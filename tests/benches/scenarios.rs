@@ -434,10 +434,24 @@ fn main() {
         if runs("fold_memory") {
             // The cap's worth into an empty table, four times it, and the cap's worth into
             // a table the size the 4x backlog ends at.
+            // And eight times it: resident memory that followed the backlog would show.
+            // `FOLD_MEMORY_CASE=N` runs the Nth alone, in a process of its own (what the
+            // allocator kept from earlier scenarios then cannot hide a fold's growth).
             let (max_rows, [small, large]) = settings.fold_memory;
-            fold::fold_memory(max_rows, small, 0).await;
-            fold::fold_memory(max_rows, large, 0).await;
-            fold::fold_memory(max_rows, small, large - small).await;
+            let cases = [
+                (small, 0),
+                (large, 0),
+                (small, large - small),
+                (2 * large, 0),
+            ];
+            let only: Option<usize> = std::env::var("FOLD_MEMORY_CASE")
+                .ok()
+                .and_then(|n| n.parse().ok());
+            for (i, &(backlog, base)) in cases.iter().enumerate() {
+                if only.is_none_or(|n| n == i) {
+                    fold::fold_memory(max_rows, backlog, base).await;
+                }
+            }
         }
         if runs("fold_mix") {
             for &(base, pending) in settings.fold_mix {

@@ -151,18 +151,29 @@ async fn branch_names_main_and_missing_branches_are_refused_clearly() {
         .create_branch("dev", &At::default())
         .await
         .unwrap_err();
-    assert_eq!(again.kind(), ErrorKind::Conflict, "{again}");
+    assert_eq!(again.kind(), ErrorKind::InvalidInput, "{again}");
     assert!(again.to_string().contains("`dev` exists"), "{again}");
     let main = graph
         .create_branch("main", &At::default())
         .await
         .unwrap_err();
-    assert_eq!(main.kind(), ErrorKind::Conflict, "{main}");
-    let bad = graph
-        .create_branch("../x", &At::default())
-        .await
-        .unwrap_err();
-    assert_eq!(bad.kind(), ErrorKind::InvalidInput, "{bad}");
+    assert_eq!(main.kind(), ErrorKind::InvalidInput, "{main}");
+    // Names Lance's own branch names would refuse are refused as names, before anything.
+    for bad in ["../x", "x..y", "x.", ""] {
+        let refused = graph.create_branch(bad, &At::default()).await.unwrap_err();
+        assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{bad}: {refused}");
+        assert!(
+            refused.to_string().contains("not a branch name"),
+            "{refused}"
+        );
+    }
+    let leases = graph.store().list("__leases").await.unwrap();
+    assert!(leases.iter().all(|l| !l.contains("x.")), "{leases:?}");
+    let status = graph.ingest_status("dev").await.unwrap_err();
+    assert!(
+        status.to_string().contains("`main` branch only"),
+        "{status}"
+    );
     let from_nowhere = graph.create_branch("x", &at("nope")).await.unwrap_err();
     assert_eq!(from_nowhere.kind(), ErrorKind::NotFound, "{from_nowhere}");
     let undeletable = graph.delete_branch("main").await.unwrap_err();
@@ -325,10 +336,16 @@ async fn a_merge_into_a_branch_that_did_not_move_takes_every_change() {
         );
     }
     assert_eq!(age_on(&graph, "main", "ada").await, Some(37));
-    // Merging again finds nothing new.
+    // Merging again finds nothing new; nor does merging a branch that changed nothing.
     let again = graph.merge_branch("dev", "main").await.unwrap();
     assert_eq!(again.kind, MergeKind::UpToDate);
     assert_eq!(again.commit.id, outcome.commit.id);
+    graph.create_branch("idle", &At::default()).await.unwrap();
+    load_on(&graph, "main", &[person("zed", 1)]).await;
+    let head = graph.snapshot(&At::default()).await.unwrap();
+    let idle = graph.merge_branch("idle", "main").await.unwrap();
+    assert_eq!(idle.kind, MergeKind::UpToDate);
+    assert_eq!(idle.commit.id, head.id, "no commit written");
 }
 
 #[tokio::test]
@@ -394,11 +411,18 @@ async fn a_three_way_merge_takes_each_sides_changes_and_lists_conflicts() {
     assert!(!text.contains("`dan`"), "{text}");
     assert_eq!(graph.snapshot(&At::default()).await.unwrap().id, head.id);
 
-    // Settled on one side, the merge goes through.
+    // Settled on dev as main has it: nothing is left to take, and no commit is written.
     load_on(&graph, "dev", &[person("eve", 32), delete("Person", "bob")]).await;
     let settled = graph.merge_branch("dev", "main").await.unwrap();
-    assert_eq!(settled.kind, MergeKind::ThreeWay);
+    assert_eq!(settled.kind, MergeKind::UpToDate);
+    assert_eq!(settled.commit.id, head.id);
     assert_eq!(age_on(&graph, "main", "eve").await, Some(32));
+    // A later change on dev alone goes through.
+    load_on(&graph, "dev", &[person("gus", 5)]).await;
+    let taken = graph.merge_branch("dev", "main").await.unwrap();
+    assert_eq!(taken.kind, MergeKind::ThreeWay);
+    assert_eq!(taken.rows.get("Person"), Some(&1));
+    assert_eq!(age_on(&graph, "main", "gus").await, Some(5));
 }
 
 #[tokio::test]
@@ -509,9 +533,23 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
     assert_eq!(age_on(&graph, "main", "ada").await, Some(60));
     assert_eq!(age_on(&graph, "main", "bob").await, Some(70));
 
+    let b_head = graph.snapshot(&at("b")).await.unwrap();
     graph.delete_branch("b").await.unwrap();
     let after = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
     assert!(after.versions > 0, "b's versions went: {after:?}");
+    assert_eq!(after.branches, 1, "{after:?}");
+    let again = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    assert_eq!(
+        (again.versions, again.branches),
+        (0, 0),
+        "one cleanup removes all it can: {again:?}"
+    );
+    let removed = graph
+        .get("Person", "b0", At::Commit(b_head.id.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(removed.kind(), ErrorKind::NotFound, "{removed}");
+    assert!(removed.to_string().contains("cleanup removed"), "{removed}");
     assert_eq!(ids_on(&graph, "a", "Person").await, ["ada", "bob", "cy"]);
     assert_eq!(graph.branches().await.unwrap().len(), 2);
 }

@@ -250,7 +250,8 @@ enum SchemaAction {
     /// type or field dropped or renamed, a changed type, key, nullability, default or
     /// constraint) is refused with every difference listed, and nothing changes (exit
     /// 65). What is pending on `@stream` types is folded first. Other processes take the
-    /// new schema at their next load or fold.
+    /// new schema at their next load or fold. Refused while a branch other than `main`
+    /// exists.
     Apply {
         graph: String,
         /// The new schema file.
@@ -290,8 +291,8 @@ struct AtArgs {
     /// Read at this branch's head.
     #[arg(long, default_value = tributary::MAIN_BRANCH)]
     branch: String,
-    /// Read at this commit instead of a branch head.
-    #[arg(long)]
+    /// Read at this commit instead of a branch head (`log` lists them; any branch's).
+    #[arg(long, conflicts_with = "branch")]
     commit: Option<String>,
 }
 
@@ -600,6 +601,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     report.memwal.manifest_versions.to_string(),
                 ),
                 ("table_versions".to_owned(), report.versions.to_string()),
+                ("branch_lineages".to_owned(), report.branches.to_string()),
                 (
                     "bytes".to_owned(),
                     (report.memwal.bytes + report.version_bytes).to_string(),

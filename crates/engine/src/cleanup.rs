@@ -49,6 +49,12 @@ impl Graph {
         let heads = self.branches().await?;
         let pins = self.oldest_pins(&heads).await?;
         let mut report = CleanupReport::default();
+        // Lineages nothing reads go first, then the branches' old versions: what they
+        // held of `main`'s files is then free for `main`'s pass, in this same cleanup.
+        self.remove_stale_lineages(&heads, &pins, &mut report)
+            .await?;
+        self.remove_lineage_versions(&pins, cutoff, &mut report)
+            .await?;
         let catalog = self.catalog();
         let mut tables: Vec<TablePath> = catalog.types.iter().map(|t| t.table_path()).collect();
         tables.push(tributary_write::REJECTS_PATH);
@@ -69,8 +75,6 @@ impl Graph {
             self.remove_old_versions(&path, None, Some(oldest), cutoff, &mut report)
                 .await?;
         }
-        self.cleanup_branches(&heads, &pins, cutoff, &mut report)
-            .await?;
         // The manifest's head is its latest version, which Lance always keeps; recent
         // versions stay too, because a publisher that read an older one resolves its
         // compare-and-swap conflict through their transaction files.
@@ -82,11 +86,9 @@ impl Graph {
     }
 
     /// Every other branch's lineages lose their old versions as `main`'s do (Lance keeps,
-    /// in a lineage, what the branches made from it still read); then lineages no head and
-    /// no merge base of two heads reads (a deleted branch's, a stopped create's) go.
-    async fn cleanup_branches(
+    /// in a lineage, what the branches made from it still read).
+    async fn remove_lineage_versions(
         &self,
-        heads: &[CommitRecord],
         pins: &Pins,
         cutoff: chrono::DateTime<Utc>,
         report: &mut CleanupReport,
@@ -98,6 +100,17 @@ impl Graph {
             self.remove_old_versions(path, Some(lance_branch), Some(oldest), cutoff, report)
                 .await?;
         }
+        Ok(())
+    }
+
+    /// Remove the lineages no head and no merge base of two heads reads (a deleted
+    /// branch's, a stopped create's).
+    async fn remove_stale_lineages(
+        &self,
+        heads: &[CommitRecord],
+        pins: &Pins,
+        report: &mut CleanupReport,
+    ) -> Result<()> {
         let Some(main) = heads.iter().find(|h| h.branch.is_main()) else {
             return Ok(());
         };

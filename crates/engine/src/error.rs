@@ -207,10 +207,10 @@ pub enum Error {
         broken: Vec<crate::merge::BrokenKey>,
     },
 
-    #[snafu(display("a merge of `{branch}` into itself"))]
+    #[snafu(display("cannot merge `{branch}` into itself"))]
     MergeIntoItself { branch: String },
 
-    #[snafu(display("{operation} runs on a graph with no branches but `main`; these exist: {}. Merge or delete them first", branches.join(", ")))]
+    #[snafu(display("{operation} runs on a graph with no branches but `main`; these exist: {}. Delete them first (merge into `main` what you want to keep)", branches.join(", ")))]
     BranchesExist {
         operation: &'static str,
         branches: Vec<String>,
@@ -309,8 +309,9 @@ impl Error {
             | Error::MainNotDeletable
             | Error::MergeBreaksConstraints { .. }
             | Error::MergeIntoItself { .. }
-            | Error::BranchesExist { .. } => ErrorKind::InvalidInput,
-            Error::BranchExists { .. } | Error::MergeConflict { .. } => ErrorKind::Conflict,
+            | Error::BranchesExist { .. }
+            | Error::BranchExists { .. } => ErrorKind::InvalidInput,
+            Error::MergeConflict { .. } => ErrorKind::Conflict,
             Error::Arrow { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
             Error::InvalidToken { .. }

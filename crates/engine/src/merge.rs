@@ -42,7 +42,7 @@ const MERGE_ACTOR: &str = "tributary:merge";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MergeKind {
-    /// The source had nothing the target lacks: nothing was written.
+    /// Nothing of the source's was missing from the target: nothing was written.
     UpToDate,
     /// The target had not moved since the merge base: the source's changes, all taken.
     FastForward,
@@ -273,6 +273,17 @@ impl Graph {
                 writes.deletes.push(deletes);
             }
         }
+        // Nothing of the source's is missing from the target (it changed nothing since
+        // the base, or the target made each change too): no commit.
+        if writes.is_empty() && conflicts.is_empty() && lines.is_empty() {
+            return Ok(MergeOutcome {
+                kind: MergeKind::UpToDate,
+                base: base.id,
+                commit: ours,
+                rows: BTreeMap::new(),
+                deleted: BTreeMap::new(),
+            });
+        }
         if !conflicts.is_empty() {
             return MergeConflictSnafu {
                 source_branch: source.to_string(),
@@ -295,8 +306,6 @@ impl Graph {
             source: source.clone(),
             head: theirs.id.clone(),
         };
-        // Nothing to write (every change of theirs was made on ours too): the merge is
-        // still recorded, so the next merge starts from here.
         let loaded = self
             .load_in_turn(target_turn, writes, &options, Some(&merging))
             .await;

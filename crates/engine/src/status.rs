@@ -111,6 +111,12 @@ impl Graph {
     }
 
     pub async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
+        if !crate::graph::branch(branch)?.is_main() {
+            return Err(Error::MainBranchOnly {
+                operation: "streaming ingest",
+                branch: branch.to_owned(),
+            });
+        }
         let mut tables = Vec::new();
         for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();

@@ -30,6 +30,9 @@ pub enum Error {
     #[snafu(display("commit {commit} does not pin table {table}"))]
     TableNotPinned { commit: String, table: String },
 
+    #[snafu(display("commit {commit} can no longer be read: a cleanup removed its version of {table} (it was older than the retention window, or of a deleted branch)"))]
+    VersionsRemoved { commit: String, table: String },
+
     #[snafu(display("a graph already exists at `{uri}`"))]
     AlreadyExists { uri: String },
 
@@ -62,6 +65,7 @@ impl Error {
             Error::Conflict { .. } | Error::SchemaRaced { .. } => ErrorKind::Conflict,
             Error::BranchNotFound { .. }
             | Error::CommitNotFound { .. }
+            | Error::VersionsRemoved { .. }
             | Error::NotAGraph { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::InvalidInput,
             Error::Storage { source } => source.kind(),

@@ -14,7 +14,8 @@ pub const MAIN_BRANCH: &str = "main";
 /// The longest branch name.
 const MAX_BRANCH_LEN: usize = 64;
 
-/// A branch name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`. It names
+/// A branch name: 1 to 64 of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`, not
+/// ending with `.`, without `..`. It names
 /// manifest keys and lease folders, so nothing that could leave its folder or read as an
 /// option passes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -31,7 +32,7 @@ impl fmt::Display for InvalidBranchName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "`{}` is not a branch name: use 1 to {MAX_BRANCH_LEN} letters, digits, `.`, `_` or `-`, not starting with `.` or `-`",
+            "`{}` is not a branch name: use 1 to {MAX_BRANCH_LEN} ASCII letters, digits, `.`, `_` or `-`, not starting with `.` or `-`, not ending with `.`, without `..`",
             self.name
         )
     }
@@ -43,10 +44,14 @@ impl BranchName {
     pub fn new(name: impl Into<String>) -> Result<BranchName, InvalidBranchName> {
         let name = name.into();
         let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        // Lance's own branch names (a branch's lineage is `<name>.<suffix>`) take no
+        // `..` and no trailing `.`.
         let valid = !name.is_empty()
             && name.len() <= MAX_BRANCH_LEN
             && name.chars().all(allowed)
-            && !name.starts_with(['.', '-']);
+            && !name.starts_with(['.', '-'])
+            && !name.ends_with('.')
+            && !name.contains("..");
         if valid {
             Ok(BranchName(name))
         } else {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{StorageSnafu, TableNotPinnedSnafu};
+use crate::error::TableNotPinnedSnafu;
 use crate::ids::{BranchName, CommitId};
 pub use tributary_schema::TablePath;
 
@@ -99,7 +99,7 @@ impl CommitRecord {
         store: &tributary_storage::GraphStore,
         path: &str,
     ) -> crate::Result<lance::Dataset> {
-        use snafu::{OptionExt, ResultExt};
+        use snafu::OptionExt;
         let version = self
             .tables
             .get(path)
@@ -108,10 +108,23 @@ impl CommitRecord {
                 commit: self.id.clone(),
                 table: path,
             })?;
-        store
+        match store
             .open_dataset_on(path, self.lineage.as_deref(), Some(version))
             .await
-            .context(StorageSnafu)
+        {
+            Ok(dataset) => Ok(dataset),
+            // A commit whose versions a cleanup removed (older than its retention window,
+            // or a deleted branch's) is gone for reading.
+            Err(tributary_storage::Error::Lance {
+                source: lance::Error::DatasetNotFound { .. } | lance::Error::NotFound { .. },
+                ..
+            }) => crate::error::VersionsRemovedSnafu {
+                commit: self.id.clone(),
+                table: path,
+            }
+            .fail(),
+            Err(source) => Err(crate::Error::Storage { source }),
+        }
     }
 }
 

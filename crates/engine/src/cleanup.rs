@@ -117,16 +117,8 @@ impl Graph {
         let live: HashSet<&str> = pins.keys().filter_map(|(_, l)| l.as_deref()).collect();
         let mut stale: BTreeSet<String> = BTreeSet::new();
         for path in main.tables.keys() {
-            let root = self
-                .store
-                .open_dataset(path, None)
-                .await
-                .context(StorageSnafu)?;
-            let lineages = root.list_branches().await.context(LanceSnafu {
-                action: "list branches",
-                table: path.to_string(),
-            })?;
-            stale.extend(lineages.into_keys().filter(|l| !live.contains(l.as_str())));
+            let (_, lineages) = self.lineages_of(path).await?;
+            stale.extend(lineages.into_iter().filter(|l| !live.contains(l.as_str())));
         }
         // A lineage forked from another keeps it until it goes itself: pass again while
         // a pass removes something.
@@ -185,11 +177,9 @@ impl Graph {
         }
     }
 
-    /// Remove the Lance branch `lineage` of the table at `path`, if it is there; `false`
-    /// when Lance keeps it because a lineage forked from it still reads it (it goes at a
-    /// cleanup after that one).
-    async fn drop_lineage(&self, path: &str, lineage: &str) -> Result<bool> {
-        let mut root = self
+    /// The table at `path` (its main lineage) and the names of its Lance branches.
+    async fn lineages_of(&self, path: &str) -> Result<(lance::Dataset, Vec<String>)> {
+        let root = self
             .store
             .open_dataset(path, None)
             .await
@@ -198,7 +188,15 @@ impl Graph {
             action: "list branches",
             table: path.to_owned(),
         })?;
-        if !listed.contains_key(lineage) {
+        Ok((root, listed.into_keys().collect()))
+    }
+
+    /// Remove the Lance branch `lineage` of the table at `path`, if it is there; `false`
+    /// when Lance keeps it because a lineage forked from it still reads it (it goes at a
+    /// cleanup after that one).
+    async fn drop_lineage(&self, path: &str, lineage: &str) -> Result<bool> {
+        let (mut root, listed) = self.lineages_of(path).await?;
+        if !listed.iter().any(|l| l == lineage) {
             return Ok(true);
         }
         match root.force_delete_branch(lineage).await {

@@ -238,31 +238,30 @@ fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
 const KEYS_SHOWN: usize = 10;
 
 fn describe_conflicts(source: &str, target: &str, keys: &[crate::merge::ConflictKey]) -> String {
-    let mut text = format!(
+    let header = format!(
         "merging `{source}` into `{target}`: {} key{} changed differently on both since they forked; nothing was merged:",
         keys.len(),
         if keys.len() == 1 { "" } else { "s" }
     );
-    for key in keys.iter().take(KEYS_SHOWN) {
-        text.push_str(&format!("\n  {key}"));
-    }
-    if keys.len() > KEYS_SHOWN {
-        text.push_str(&format!("\n  … and {} more", keys.len() - KEYS_SHOWN));
-    }
-    text
+    listed(header, keys)
 }
 
 fn describe_broken(source: &str, target: &str, broken: &[crate::merge::BrokenKey]) -> String {
-    let mut text = format!(
+    let header = format!(
         "merging `{source}` into `{target}` would break {} constraint{}; nothing was merged:",
         broken.len(),
         if broken.len() == 1 { "" } else { "s" }
     );
-    for key in broken.iter().take(KEYS_SHOWN) {
-        text.push_str(&format!("\n  {key}"));
+    listed(header, broken)
+}
+
+/// `header`, then the first [`KEYS_SHOWN`] of `items`, one a line, and how many more.
+fn listed(mut text: String, items: &[impl std::fmt::Display]) -> String {
+    for item in items.iter().take(KEYS_SHOWN) {
+        text.push_str(&format!("\n  {item}"));
     }
-    if broken.len() > KEYS_SHOWN {
-        text.push_str(&format!("\n  … and {} more", broken.len() - KEYS_SHOWN));
+    if items.len() > KEYS_SHOWN {
+        text.push_str(&format!("\n  … and {} more", items.len() - KEYS_SHOWN));
     }
     text
 }

@@ -64,6 +64,19 @@ pub struct MergeOutcome {
     pub deleted: BTreeMap<String, u64>,
 }
 
+impl MergeOutcome {
+    /// Nothing to take: the target's head as it is.
+    fn up_to_date(base: CommitId, head: CommitRecord) -> MergeOutcome {
+        MergeOutcome {
+            kind: MergeKind::UpToDate,
+            commit: head,
+            base,
+            rows: BTreeMap::new(),
+            deleted: BTreeMap::new(),
+        }
+    }
+}
+
 /// A key changed on both sides, differently.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ConflictKey {
@@ -173,13 +186,7 @@ impl Graph {
         let ours = self.publisher.head(target).await.context(PublishSnafu)?;
         let base = self.merge_base(&theirs, &ours).await?;
         if base.id == theirs.id {
-            return Ok(MergeOutcome {
-                kind: MergeKind::UpToDate,
-                base: base.id,
-                commit: ours,
-                rows: BTreeMap::new(),
-                deleted: BTreeMap::new(),
-            });
+            return Ok(MergeOutcome::up_to_date(base.id, ours));
         }
         let fast_forward = base.id == ours.id;
         let catalog = target_turn.catalog.clone();
@@ -276,13 +283,7 @@ impl Graph {
         // Nothing of the source's is missing from the target (it changed nothing since
         // the base, or the target made each change too): no commit.
         if writes.is_empty() && conflicts.is_empty() && lines.is_empty() {
-            return Ok(MergeOutcome {
-                kind: MergeKind::UpToDate,
-                base: base.id,
-                commit: ours,
-                rows: BTreeMap::new(),
-                deleted: BTreeMap::new(),
-            });
+            return Ok(MergeOutcome::up_to_date(base.id, ours));
         }
         if !conflicts.is_empty() {
             return MergeConflictSnafu {

@@ -694,3 +694,69 @@ async fn a_lost_response_on_the_probe_is_not_taken_for_an_unsafe_store() {
         }
     }
 }
+
+/// Branches on S3: a create forks every table in the bucket, loads stay on their branch,
+/// a merge lands on `main`, and after a delete a cleanup removes the branch's lineage.
+#[tokio::test]
+async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
+    let s3 = S3Server::start();
+    let uri = s3.uri("branched");
+    let graph = Graph::builder(&uri)
+        .store_options(s3_options(&s3))
+        .init(SCHEMA)
+        .await
+        .unwrap();
+    let on = |branch: &str| tributary::LoadOptions {
+        branch: tributary::branch(branch).unwrap(),
+        ..Default::default()
+    };
+    graph
+        .load(&ndjson(&[line("ada", "main")]), &on("main"))
+        .await
+        .unwrap();
+    let created = graph
+        .create_branch("dev", &tributary::At::default())
+        .await
+        .unwrap();
+    let lineage = created.lineage.clone().unwrap();
+    graph
+        .load(
+            &ndjson(&[line("ada", "dev"), line("bob", "dev")]),
+            &on("dev"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        people(&graph).await.len(),
+        1,
+        "main does not see dev's rows"
+    );
+    let merged = graph.merge_branch("dev", "main").await.unwrap();
+    assert_eq!(merged.kind, tributary::MergeKind::FastForward);
+    let after = people(&graph).await;
+    assert_eq!(after.get("ada").map(String::as_str), Some("dev"));
+    assert_eq!(after.len(), 2);
+    assert_chain(&graph).await;
+    let forked = s3
+        .dir
+        .path()
+        .join(format!("graphs/branched/nodes/Person.lance/tree/{lineage}"));
+    assert!(forked.is_dir(), "the fork is in the bucket");
+    graph.delete_branch("dev").await.unwrap();
+    let report = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
+    assert_eq!(report.branches, 1, "{report:?}");
+    // The test server keeps emptied folders: no object is left under the lineage.
+    fn objects(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => objects(&e.path()),
+                    _ => 1,
+                })
+                .sum()
+        })
+    }
+    assert_eq!(objects(&forked), 0, "the deleted branch's lineage is gone");
+    assert_eq!(people(&graph).await.len(), 2);
+}

@@ -32,18 +32,19 @@ pub enum BranchAction {
     /// id until a cleanup finds their versions needed by no branch (nor by the merge base
     /// of two) and removes them.
     Delete { graph: String, name: String },
-    /// Merge SOURCE into TARGET as one commit on TARGET with both heads as parents. If
-    /// TARGET has not moved since they forked, every change of SOURCE is taken
-    /// (fast-forward); otherwise keys changed on one side take that side, and keys
-    /// changed differently on both are a conflict (exit 75, the keys listed, nothing
-    /// written). A merge that would break an edge endpoint, `@card` or `@unique` is
-    /// refused with the keys (exit 65).
+    /// Merge SOURCE into the `--into` branch (default `main`) as one commit there, with
+    /// both heads as parents. If that branch has not moved since they forked, every
+    /// change of SOURCE is taken (fast-forward); otherwise keys changed on one side take
+    /// that side, and keys changed differently on both are a conflict (exit 75, the keys
+    /// listed, nothing written). A merge that would break an edge endpoint, `@card` or
+    /// `@unique` is refused with the keys (exit 65). With nothing to take it is "up to
+    /// date" and writes no commit.
     Merge {
         graph: String,
         /// The branch whose changes are merged.
         source: String,
         /// The branch that receives them.
-        #[arg(long)]
+        #[arg(long, default_value = tributary::MAIN_BRANCH)]
         into: String,
     },
 }

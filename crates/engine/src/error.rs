@@ -207,6 +207,10 @@ pub enum Error {
         broken: Vec<crate::merge::BrokenKey>,
     },
 
+    /// Two heads with no common ancestor: the commit chain is damaged.
+    #[snafu(display("commits {a} and {b} have no common ancestor; the commit chain is damaged"))]
+    NoMergeBase { a: String, b: String },
+
     #[snafu(display("cannot merge `{branch}` into itself"))]
     MergeIntoItself { branch: String },
 
@@ -311,7 +315,7 @@ impl Error {
             | Error::BranchesExist { .. }
             | Error::BranchExists { .. } => ErrorKind::InvalidInput,
             Error::MergeConflict { .. } => ErrorKind::Conflict,
-            Error::Arrow { .. } => ErrorKind::Internal,
+            Error::Arrow { .. } | Error::NoMergeBase { .. } => ErrorKind::Internal,
             Error::PatchedRowsChanged => ErrorKind::Conflict,
             Error::InvalidToken { .. }
             | Error::SequenceWithoutProducer

@@ -387,10 +387,9 @@ impl Graph {
             }
         }
         // Every branch starts from `main`'s first commit, so two heads always meet.
-        Err(Error::Publish {
-            source: tributary_publisher::Error::CommitNotFound {
-                id: format!("a common ancestor of {} and {}", a.id, b.id),
-            },
+        Err(Error::NoMergeBase {
+            a: a.id.to_string(),
+            b: b.id.to_string(),
         })
     }
 

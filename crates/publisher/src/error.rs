@@ -23,7 +23,7 @@ pub enum Error {
     #[snafu(display("branch `{branch}` does not exist"))]
     BranchNotFound { branch: String },
 
-    #[snafu(display("commit `{id}` does not exist"))]
+    #[snafu(display("commit `{id}` does not exist (a commit id is the 12 lowercase hex characters `tributary log` prints)"))]
     CommitNotFound { id: String },
 
     /// A commit that does not pin a table it is asked for: the commit chain is damaged.

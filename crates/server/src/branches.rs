@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 
-use crate::access::{AtParams, Reading, Writing};
+use crate::access::{main_branch, AtParams, Reading, Writing};
 use crate::error::ApiError;
 use crate::extract::{Path, Query};
 use crate::routes::to_the_end;
@@ -39,10 +39,11 @@ pub async fn delete(
 
 #[derive(Debug, Deserialize)]
 pub struct MergeParams {
+    #[serde(default = "main_branch")]
     pub into: String,
 }
 
-/// `POST /graphs/{id}/branches/{name}/merge?into=TARGET`.
+/// `POST /graphs/{id}/branches/{name}/merge?into=TARGET` (default `main`).
 pub async fn merge(
     Writing { graph, .. }: Writing,
     Path((_, source)): Path<(String, String)>,

@@ -327,14 +327,14 @@ pub async fn publish_with_retry(
 ///   publish — never leave a half-visible write behind.
 pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<Recovered> {
     // Staged on a branch since deleted (or deleted and made again on another lineage):
-    // never published on it, and nothing now can read it.
+    // nothing is left to finish. Its files stay: they may be a published commit's, still
+    // read by id or as a merge base, and go with the lineage at a cleanup.
     let head = match target.publisher.head(&intent.branch).await {
         Ok(head) => Some(head),
         Err(PublishError::BranchNotFound { .. }) => None,
         Err(source) => return Err(Error::Publish { source }),
     };
     if head.is_none_or(|head| head.lineage != intent.lineage) {
-        remove_staged_files(target.store, intent).await;
         return Ok(Recovered::Dropped {
             intent: intent.id.clone(),
         });

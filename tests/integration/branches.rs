@@ -498,6 +498,8 @@ async fn loads_on_two_branches_at_once_each_land_on_their_own() {
 async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_versions() {
     let (_dir, graph) = base_graph().await;
     graph.create_branch("a", &At::default()).await.unwrap();
+    // b forks main at a version of its own, which only b's lineage keeps.
+    load_on(&graph, "main", &[person("bob", 49)]).await;
     graph.create_branch("b", &At::default()).await.unwrap();
     for round in 0..3 {
         load_on(&graph, "a", &[person("ada", 40 + round)]).await;

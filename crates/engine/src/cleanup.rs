@@ -1,6 +1,7 @@
 //! `cleanup`: remove what no reader at a branch head can need — MemWAL state folded into
-//! the published table versions, and Lance versions older than the retention window that
-//! no head pins (with the data files only they referenced).
+//! the published table versions, branch lineages nothing reads, and Lance versions older
+//! than the retention window that no head or merge base pins (with the data files only
+//! they referenced).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
@@ -37,7 +38,9 @@ type Pins = BTreeMap<(TablePath, Option<String>), u64>;
 
 impl Graph {
     /// Remove MemWAL state at or below the compaction mark of the versions the `main`
-    /// head pins, and Lance versions older than `older_than` except those the head pins.
+    /// head pins; branch lineages no head and no merge base of two heads reads; and, in
+    /// every lineage, Lance versions older than `older_than` except from the oldest a head
+    /// or a merge base pins on.
     /// Safe beside running ingests and folds: nothing a head or an in-flight write can
     /// reach is touched (unreferenced files younger than Lance's own 7-day window stay).
     /// Reads at commits older than `older_than` may fail afterwards.
@@ -117,7 +120,7 @@ impl Graph {
         let live: HashSet<&str> = pins.keys().filter_map(|(_, l)| l.as_deref()).collect();
         let mut stale: BTreeSet<String> = BTreeSet::new();
         for path in main.tables.keys() {
-            let (_, lineages) = self.lineages_of(path).await?;
+            let lineages = self.lineages_of(path).await?;
             stale.extend(lineages.into_iter().filter(|l| !live.contains(l.as_str())));
         }
         // A lineage forked from another keeps it until it goes itself: pass again while
@@ -146,39 +149,37 @@ impl Graph {
         tables: &BTreeMap<TablePath, u64>,
         lineage: &str,
     ) -> Result<bool> {
-        {
-            // A lineage is `<branch>.<suffix>`; a create holds the branch's turn until its
-            // head is published, so in the turn a lineage no head names is nobody's.
-            let Some(name) = lineage
-                .rsplit_once('.')
-                .and_then(|(name, _)| BranchName::new(name).ok())
-            else {
-                return Ok(false);
+        // A lineage is `<branch>.<suffix>`; a create holds the branch's turn until its head
+        // is published, so in the turn a lineage no head names is nobody's.
+        let Some(name) = lineage
+            .rsplit_once('.')
+            .and_then(|(name, _)| BranchName::new(name).ok())
+        else {
+            return Ok(false);
+        };
+        let turn = self.write_turn(&name).await?;
+        let removed: Result<bool> = async {
+            let head = match self.publisher.head(&name).await {
+                Ok(head) => head.lineage,
+                Err(tributary_publisher::Error::BranchNotFound { .. }) => None,
+                Err(source) => return Err(Error::Publish { source }),
             };
-            let turn = self.write_turn(&name).await?;
-            let removed: Result<bool> = async {
-                let head = match self.publisher.head(&name).await {
-                    Ok(head) => head.lineage,
-                    Err(tributary_publisher::Error::BranchNotFound { .. }) => None,
-                    Err(source) => return Err(Error::Publish { source }),
-                };
-                if head.as_deref() == Some(lineage) {
-                    return Ok(false);
-                }
-                let mut removed = true;
-                for path in tables.keys() {
-                    removed &= self.drop_lineage(path, lineage).await?;
-                }
-                Ok(removed)
+            if head.as_deref() == Some(lineage) {
+                return Ok(false);
             }
-            .await;
-            turn.end().await;
-            removed
+            let mut removed = true;
+            for path in tables.keys() {
+                removed &= self.drop_lineage(path, lineage).await?;
+            }
+            Ok(removed)
         }
+        .await;
+        turn.end().await;
+        removed
     }
 
-    /// The table at `path` (its main lineage) and the names of its Lance branches.
-    async fn lineages_of(&self, path: &str) -> Result<(lance::Dataset, Vec<String>)> {
+    /// The names of the Lance branches of the table at `path`.
+    async fn lineages_of(&self, path: &str) -> Result<Vec<String>> {
         let root = self
             .store
             .open_dataset(path, None)
@@ -188,17 +189,20 @@ impl Graph {
             action: "list branches",
             table: path.to_owned(),
         })?;
-        Ok((root, listed.into_keys().collect()))
+        Ok(listed.into_keys().collect())
     }
 
     /// Remove the Lance branch `lineage` of the table at `path`, if it is there; `false`
     /// when Lance keeps it because a lineage forked from it still reads it (it goes at a
     /// cleanup after that one).
     async fn drop_lineage(&self, path: &str, lineage: &str) -> Result<bool> {
-        let (mut root, listed) = self.lineages_of(path).await?;
-        if !listed.iter().any(|l| l == lineage) {
-            return Ok(true);
-        }
+        // A forced delete of a lineage a table does not have (a stopped create forks the
+        // tables one by one) removes nothing and is no error.
+        let mut root = self
+            .store
+            .open_dataset(path, None)
+            .await
+            .context(StorageSnafu)?;
         match root.force_delete_branch(lineage).await {
             Ok(()) => Ok(true),
             Err(lance::Error::RefConflict { message, .. }) => {

@@ -164,8 +164,11 @@ impl Graph {
             .chain(removals.types())
             .chain(writes.patches.iter().map(|p| p.rows.type_name.as_str()))
             .collect();
-        self.fold_before_load(turn, &options.branch, &touched)
-            .await?;
+        // A merge folded before it read either side.
+        if merging.is_none() {
+            self.fold_before_load(turn, &options.branch, &touched)
+                .await?;
+        }
 
         let head = self.snapshot(&At::Branch(options.branch.clone())).await?;
         let tables = SnapshotTables::new(&self.store, catalog, &head);

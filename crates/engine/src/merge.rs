@@ -434,12 +434,15 @@ impl Graph {
         let mut changes = Changes::default();
         let written = match added.is_empty() {
             true => None,
-            false => Some(conformed(ty, scan(&side_table, added, false, path).await?)?),
+            false => Some(conformed(
+                ty,
+                scan(&side_table, added, Read::Rows, path).await?,
+            )?),
         };
         let mut removed: HashMap<String, usize> = HashMap::new();
         let mut removed_rows = None;
         if let (Some(base_table), false) = (&base_table, touched.is_empty()) {
-            let old = scan(base_table, touched.clone(), true, path).await?;
+            let old = scan(base_table, touched.clone(), Read::RowsAndAddresses, path).await?;
             let still: Vec<Fragment> = touched
                 .iter()
                 .filter_map(|b| side_by_id.get(&b.id).filter(|s| same_files(b, s)))
@@ -448,7 +451,7 @@ impl Graph {
             let live: HashSet<u64> = if still.is_empty() {
                 HashSet::new()
             } else {
-                let rows = scan(&side_table, still, true, path).await?;
+                let rows = scan(&side_table, still, Read::Addresses, path).await?;
                 addresses(&rows).into_iter().collect()
             };
             let ids = string_column(&old, "id");
@@ -503,18 +506,31 @@ fn same_files(a: &Fragment, b: &Fragment) -> bool {
 }
 
 /// The live rows of `fragments` of `table`, with their row addresses when asked.
+/// What [`scan`] reads of each live row.
+#[derive(Clone, Copy, PartialEq)]
+enum Read {
+    Rows,
+    RowsAndAddresses,
+    /// Only which rows are live (the key is read too: a scan needs a column).
+    Addresses,
+}
+
 async fn scan(
     table: &Dataset,
     fragments: Vec<Fragment>,
-    with_address: bool,
+    read: Read,
     path: &str,
 ) -> Result<RecordBatch> {
     let lance = || LanceSnafu {
         action: "read a branch's changes",
         table: path,
     };
+    let with_address = read != Read::Rows;
     let mut scan = table.scan();
     scan.with_fragments(fragments);
+    if read == Read::Addresses {
+        scan.project(&["id"]).context(lance())?;
+    }
     if with_address {
         scan.with_row_address();
     }

@@ -152,11 +152,6 @@ impl CommitId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// Whether this is `main`.
-    pub fn is_main(&self) -> bool {
-        self.0 == MAIN_BRANCH
-    }
 }
 
 impl From<String> for CommitId {

@@ -216,15 +216,6 @@ async fn send_cost_does_not_grow_with_wal_depth_or_commit_history() {
     assert_eq!(at_history_1000, at_depth_1, "commit history 1 vs 1,000");
 }
 
-#[tokio::test]
-async fn ingest_refuses_other_branches_until_branches_exist() {
-    let (_dir, _uri, graph) = temp_graph().await;
-    assert_eq!(
-        graph.ingest("dev").err().unwrap().kind(),
-        ErrorKind::InvalidInput
-    );
-}
-
 /// A new graph whose writers freeze a memtable at `memtable_bytes` and hold at most
 /// `max_unflushed_bytes` unflushed.
 async fn graph_with_memtables(
@@ -313,7 +304,7 @@ async fn person_writer(
     let store = graph.store();
     let enrolled = enroll(
         store,
-        "nodes/Person.lance",
+        &tributary_memwal_adapter::MemWalTable::main("nodes/Person.lance"),
         Sharding::Unsharded,
         settings,
         &[],

@@ -746,7 +746,7 @@ async fn a_claim_of_a_sealed_shard_is_refused_and_told_apart() {
     graph.close_writers().await.unwrap();
     let enrolled = tributary_memwal_adapter::enrollment(
         graph.store(),
-        "nodes/Person.lance",
+        &tributary_memwal_adapter::MemWalTable::main("nodes/Person.lance"),
         &tributary::WriterSettings::default(),
     )
     .await

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod acknowledged;
+mod branch_ingest;
 mod branches;
 mod cleanup;
 mod columns;

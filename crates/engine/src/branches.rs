@@ -2,10 +2,12 @@
 //! branch of every table (a shallow clone at the fork: metadata only, no data copied),
 //! named for the branch and made unique at its creation (its lineage), so each branch
 //! writes its own version lineage of each table and a branch deleted and made again never
-//! meets the old one's versions. The branch's head row in the manifest is what says it
-//! exists. Creating a branch from `main`'s head first folds `main`'s WAL to empty in its
-//! write turn, so a branch never forks with an unfolded tail (ingest runs on `main` only,
-//! so no other branch has one).
+//! meets the old one's versions. The lineage has a MemWAL of its own, so every branch
+//! takes streaming ingest. The branch's head row in the manifest is what says it exists.
+//! Creating a branch from a branch's head first folds that branch's WAL to empty in its
+//! write turn, so a branch never forks with an unfolded tail; deleting one first drains
+//! and seals every shard of its lineage, so no writer of any process acknowledges a row
+//! into a branch that is gone.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,7 @@ use crate::error::{
 };
 use crate::fold::Claim;
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
+use tributary_memwal_adapter::MemWalTable;
 use tributary_write::Recovered;
 
 const BRANCH_ACTOR: &str = "tributary:branch";
@@ -27,28 +30,28 @@ const CREATE_ATTEMPTS: usize = 5;
 
 impl Graph {
     /// Create branch `name` at `from` (a branch's head, or any commit): its first commit
-    /// pins the same rows, in tables of its own lineage. From `main`'s head, everything
-    /// acknowledged before the call is folded first and is in the new branch.
+    /// pins the same rows, in tables of its own lineage. From a branch's head, everything
+    /// acknowledged on that branch before the call is folded first and is in the new one.
     pub async fn create_branch(&self, name: &str, from: &At) -> Result<CommitRecord> {
         let name = branch_name(name)?;
         // Refused before a lease is taken for the name (which leaves a lease file).
         if self.branch_exists(&name).await? {
             return BranchExistsSnafu { branch: name }.fail();
         }
-        let folds_main = matches!(from, At::Branch(source) if source.is_main());
-        if folds_main {
-            let main = BranchName::main();
-            let (first, second) = self.write_turns(&main, &name).await?;
-            let main_turn = if first.branch == main {
+        if let At::Branch(source) = from {
+            // The source must exist before a lease is taken for it.
+            self.publisher.head(source).await.context(PublishSnafu)?;
+            let (first, second) = self.write_turns(source, &name).await?;
+            let source_turn = if &first.branch == source {
                 &first
             } else {
                 &second
             };
             let created = async {
-                self.recover_intents(Some(&main)).await?;
+                self.recover_intents(Some(source)).await?;
                 self.fold_locked_with(
-                    &main_turn.turn,
-                    &main,
+                    &source_turn.turn,
+                    source,
                     self.settings.fold.policy,
                     Claim::All,
                 )
@@ -60,8 +63,8 @@ impl Graph {
             first.turn.end().await;
             created
         } else {
-            // The commit or the other branch's head is a fixed point: only the new name's
-            // turn is needed (a commit of an earlier branch of this name included).
+            // A commit is a fixed point: only the new name's turn is needed (a commit of
+            // an earlier branch of this name included).
             self.snapshot(from).await?;
             let turn = self.write_turn(&name).await?;
             let created = self.create_in_turn(&name, from).await;
@@ -166,9 +169,11 @@ impl Graph {
         Ok(heads)
     }
 
-    /// Delete branch `name` (not `main`): its head goes in one compare-and-swap; its
-    /// commits stay readable by id until a cleanup finds their versions needed by no
-    /// branch (nor by a merge base of two), and removes them.
+    /// Delete branch `name` (not `main`): every shard of its lineage is drained and
+    /// sealed (a writer of any process streaming to it is fenced, and its next send is
+    /// refused), then its head goes in one compare-and-swap; its commits stay readable by
+    /// id until a cleanup finds their versions needed by no branch (nor by a merge base of
+    /// two), and removes them.
     pub async fn delete_branch(&self, name: &str) -> Result<()> {
         let name = branch_name(name)?;
         if name.is_main() {
@@ -195,10 +200,30 @@ impl Graph {
             .fail();
         }
         let head = self.publisher.head(name).await.context(PublishSnafu)?;
+        self.seal_lineage(&head).await?;
+        self.streaming.forget_branch(name);
         self.publisher
             .delete_branch(name, &head.id)
             .await
             .context(PublishSnafu)
+    }
+
+    /// Drain and seal every shard of every `@stream` table on `head`'s lineage. Sealed
+    /// before the head goes: a writer that read the head first and opens after is refused.
+    async fn seal_lineage(&self, head: &CommitRecord) -> Result<()> {
+        let Some(lineage) = head.lineage.as_deref() else {
+            return Ok(());
+        };
+        let catalog = self.catalog();
+        for ty in catalog.types.iter().filter(|t| t.stream.is_some()) {
+            let path = ty.table_path();
+            if !head.tables.contains_key(&path) {
+                continue;
+            }
+            self.seal_every_shard(ty, &MemWalTable::on(&path, Some(lineage)))
+                .await?;
+        }
+        Ok(())
     }
 
     pub(crate) async fn branch_exists(&self, name: &BranchName) -> Result<bool> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 use snafu::ResultExt;
-use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage};
+use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage, MemWalTable};
 use tributary_publisher::{BranchName, CommitRecord, Publisher, MANIFEST_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
@@ -37,7 +37,7 @@ pub struct CleanupReport {
 type Pins = BTreeMap<(TablePath, Option<String>), u64>;
 
 impl Graph {
-    /// Remove MemWAL state at or below the compaction mark of the versions the `main`
+    /// Remove MemWAL state at or below the compaction mark of the versions each branch's
     /// head pins; branch lineages no head and no merge base of two heads reads; and, in
     /// every lineage, Lance versions older than `older_than` except from the oldest a head
     /// or a merge base pins on.
@@ -59,6 +59,20 @@ impl Graph {
         self.remove_lineage_versions(&pins, cutoff, &mut report)
             .await?;
         let catalog = self.catalog();
+        // Each branch's MemWAL, under its head's versions, as `main`'s below.
+        for branch in heads.iter().filter(|h| !h.branch.is_main()) {
+            for ty in &catalog.types {
+                let path = ty.table_path();
+                let Some(&pinned) = branch.tables.get(&path) else {
+                    continue;
+                };
+                let at = MemWalTable::on(&path, branch.lineage.as_deref());
+                let removed = collect_memwal_garbage(&self.store, &at, pinned)
+                    .await
+                    .map_err(Error::from_memwal)?;
+                report.memwal.add(&removed);
+            }
+        }
         let mut tables: Vec<TablePath> = catalog.types.iter().map(|t| t.table_path()).collect();
         tables.push(tributary_write::REJECTS_PATH);
         for path in tables {
@@ -69,9 +83,10 @@ impl Graph {
             // MemWAL, whose folded files go like any other's.
             let typed = catalog.types.iter().any(|t| t.table_path() == path);
             if typed {
-                let removed = collect_memwal_garbage(&self.store, &path, pinned)
-                    .await
-                    .map_err(Error::from_memwal)?;
+                let removed =
+                    collect_memwal_garbage(&self.store, &MemWalTable::main(&path), pinned)
+                        .await
+                        .map_err(Error::from_memwal)?;
                 report.memwal.add(&removed);
             }
             let oldest = pins.get(&(path.clone(), None)).copied().unwrap_or(pinned);
@@ -114,12 +129,23 @@ impl Graph {
         pins: &Pins,
         report: &mut CleanupReport,
     ) -> Result<()> {
-        let Some(main) = heads.iter().find(|h| h.branch.is_main()) else {
-            return Ok(());
-        };
         let live: HashSet<&str> = pins.keys().filter_map(|(_, l)| l.as_deref()).collect();
+        // Every table a head pins, and the dead letters, which a branch's first fold with
+        // rejects may have forked with no head pinning them yet.
+        let mut tables: BTreeSet<TablePath> = heads
+            .iter()
+            .flat_map(|h| h.tables.keys().cloned())
+            .collect();
+        if self
+            .store
+            .dataset_exists(&tributary_write::REJECTS_PATH)
+            .await
+            .context(StorageSnafu)?
+        {
+            tables.insert(tributary_write::REJECTS_PATH);
+        }
         let mut stale: BTreeSet<String> = BTreeSet::new();
-        for path in main.tables.keys() {
+        for path in &tables {
             let lineages = self.lineages_of(path).await?;
             stale.extend(lineages.into_iter().filter(|l| !live.contains(l.as_str())));
         }
@@ -130,7 +156,7 @@ impl Graph {
             let before = left.len();
             let mut kept = Vec::new();
             for lineage in left {
-                if self.remove_stale_lineage(&main.tables, &lineage).await? {
+                if self.remove_stale_lineage(&tables, &lineage).await? {
                     report.branches += 1;
                 } else {
                     kept.push(lineage);
@@ -146,7 +172,7 @@ impl Graph {
     /// Remove `lineage` from every table unless a head names it; `false` if it stays.
     async fn remove_stale_lineage(
         &self,
-        tables: &BTreeMap<TablePath, u64>,
+        tables: &BTreeSet<TablePath>,
         lineage: &str,
     ) -> Result<bool> {
         // A lineage is `<branch>.<suffix>`; a create holds the branch's turn until its head
@@ -168,7 +194,7 @@ impl Graph {
                 return Ok(false);
             }
             let mut removed = true;
-            for path in tables.keys() {
+            for path in tables {
                 removed &= self.drop_lineage(path, lineage).await?;
             }
             Ok(removed)

@@ -29,13 +29,10 @@ pub enum Error {
         actual: &'static str,
     },
 
-    /// Streaming ingest, folds and the background folder run on `main` only: the MemWAL
-    /// adapter opens every shard on a table's main lineage.
-    #[snafu(display("{operation} runs on the `main` branch only, not `{branch}`: load into a branch, or ingest into `main` and merge `main` into the branch"))]
-    MainBranchOnly {
-        operation: &'static str,
-        branch: String,
-    },
+    /// A stream's branch was deleted under it: its shards are sealed, so nothing sent
+    /// after the delete is acknowledged.
+    #[snafu(display("branch `{branch}` was deleted while this stream wrote to it; lines from here on were not written"))]
+    BranchDeleted { branch: String },
 
     #[snafu(display("a load needs at least one row; the input holds none"))]
     EmptyLoad,
@@ -288,13 +285,23 @@ fn describe_lines(errors: &[LineError]) -> String {
 }
 
 impl Error {
+    /// The branch a write or fold named no longer exists (deleted, or never made).
+    pub(crate) fn is_branch_gone(&self) -> bool {
+        matches!(
+            self,
+            Error::BranchDeleted { .. }
+                | Error::Publish {
+                    source: tributary_publisher::Error::BranchNotFound { .. }
+                }
+        )
+    }
+
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Schema { .. }
             | Error::InvalidData { .. }
             | Error::InvalidBranch { .. }
             | Error::WrongKind { .. }
-            | Error::MainBranchOnly { .. }
             | Error::EmptyLoad
             | Error::NotStreamed { .. }
             | Error::NoLongerStreamed { .. }
@@ -327,7 +334,7 @@ impl Error {
             | Error::BranchBusy { .. } => ErrorKind::Unavailable,
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
-            Error::UnknownType { .. } => ErrorKind::NotFound,
+            Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
             Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),
             Error::MemWal { source } => source.kind(),

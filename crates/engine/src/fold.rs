@@ -9,15 +9,15 @@ use arrow_array::RecordBatch;
 use snafu::ResultExt;
 use tokio::sync::watch;
 use tributary_memwal_adapter::{
-    drain_shard, enrollment, table_state, wal_tails, TailDepth, WalTail,
+    drain_shard, enrollment, table_state, wal_tails, MemWalTable, TailDepth, WalTail,
 };
-use tributary_publisher::{BranchName, MAIN_BRANCH};
+use tributary_publisher::BranchName;
 use tributary_schema::TablePath;
 use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
-use crate::streaming::Folder;
+use crate::streaming::{Folder, FolderBranches};
 
 /// How often a fold re-plans after another process folded the same generations first.
 const FOLD_ATTEMPTS: usize = 3;
@@ -113,20 +113,15 @@ impl Graph {
         policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
-        if branch != MAIN_BRANCH {
-            return Err(Error::MainBranchOnly {
-                operation: "a fold",
-                branch: branch.to_string(),
-            });
-        }
         self.recover_intents(Some(branch)).await?;
-        let oldest = self.streaming.take_oldest();
+        let lineage = self.lineage_of(branch).await?;
+        let oldest = self.streaming.take_oldest(branch);
         let everything = claim == Claim::All;
         let result: Result<FoldOutcome> = async {
             let cutting = std::time::Instant::now();
             // Read before the cut: every line under these marks is durable by then.
             let mut producers = self.producer_marks_to_fold(branch, everything).await?;
-            self.cut(branch, claim).await?;
+            self.cut(branch, lineage.as_deref(), claim).await?;
             if !everything && self.streaming.own_marks().is_none() {
                 // A writer of this process was fenced during the cut.
                 producers.clear();
@@ -150,7 +145,7 @@ impl Graph {
                 }
             }
             Err(error) => {
-                self.streaming.restore_oldest(oldest);
+                self.streaming.restore_oldest(branch, oldest);
                 if everything {
                     self.streaming.marks_unsettled();
                 }
@@ -190,8 +185,8 @@ impl Graph {
     /// flushed generation. This process's writers freeze (a fenced one leaves the warm set:
     /// its shard has another writer now); then every shard whose WAL still holds rows no
     /// generation does, and that no writer of this process holds, is claimed per `claim`
-    /// (opening a writer replays its tail, closing it flushes).
-    async fn cut(&self, branch: &str, claim: Claim) -> Result<()> {
+    /// (opening a writer replays its tail, closing it flushes). `lineage` is the branch's.
+    async fn cut(&self, branch: &str, lineage: Option<&str>, claim: Claim) -> Result<()> {
         // No writer of this process opens during the cut: an open replays a tail, and a
         // writer opened after the freeze below would keep it out of the fold.
         let _opening = self.streaming.opening.lock().await;
@@ -218,8 +213,9 @@ impl Graph {
             Claim::IdleFor(idle) => Some(idle),
         };
         for (path, held) in self.shards_without_writer(branch) {
+            let at = MemWalTable::on(&path, lineage);
             let tails: Vec<_> = self
-                .wal_tails(&path, idle_for)
+                .wal_tails(&at, idle_for)
                 .await?
                 .into_iter()
                 .filter(|tail| !held.contains(&tail.shard))
@@ -227,14 +223,14 @@ impl Graph {
             if tails.is_empty() {
                 continue;
             }
-            let Some(enrolled) = enrollment(&self.store, &path, &self.settings.writer)
+            let Some(enrolled) = enrollment(&self.store, &at, &self.settings.writer)
                 .await
                 .map_err(Error::from_memwal)?
             else {
                 continue;
             };
             for tail in tails {
-                tracing::info!(table = %path, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
+                tracing::info!(table = %at, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
                 drain_claimed(&enrolled, tail.shard).await?;
             }
         }
@@ -253,7 +249,7 @@ impl Graph {
         let streamed = types
             .iter()
             .any(|name| turn.catalog.get(name).is_some_and(|t| t.stream.is_some()));
-        if streamed && branch == MAIN_BRANCH {
+        if streamed {
             self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
                 .await?;
         }
@@ -301,10 +297,11 @@ impl Graph {
     /// Whether a trigger of the graph's [`FoldTriggers`] says fold now.
     pub async fn fold_due(&self, branch: &str) -> Result<bool> {
         let triggers = &self.settings.triggers;
-        let oldest = self.streaming.oldest_unfolded();
+        let oldest = self.streaming.oldest_unfolded(branch);
         if oldest.is_some_and(|at| at.elapsed() >= triggers.max_lag) {
             return Ok(true);
         }
+        let lineage = self.lineage_of(&branch_name(branch)?).await?;
         let mut generations = 0;
         let mut bytes = 0;
         let mut oldest_flush: Option<SystemTime> = None;
@@ -313,7 +310,8 @@ impl Graph {
             if let Some(writer) = self.streaming.writer(&path, branch) {
                 bytes += writer.unflushed_bytes() as u64;
             }
-            let Some(state) = table_state(&self.store, &path)
+            let at = MemWalTable::on(&path, lineage.as_deref());
+            let Some(state) = table_state(&self.store, &at)
                 .await
                 .map_err(Error::from_memwal)?
             else {
@@ -333,15 +331,19 @@ impl Graph {
             .is_some_and(|age| age >= triggers.max_lag);
         let generations_due =
             generations > 0 && (generations >= triggers.pending_generations || lagging);
-        Ok(generations_due || bytes >= triggers.pending_bytes || self.stranded(branch).await?)
+        Ok(generations_due
+            || bytes >= triggers.pending_bytes
+            || self.stranded(branch, lineage.as_deref()).await?)
     }
 
     /// Whether a shard no writer of this process holds has a WAL tail idle for
     /// `stranded_after`: rows a writer that is gone left behind.
-    async fn stranded(&self, branch: &str) -> Result<bool> {
+    async fn stranded(&self, branch: &str, lineage: Option<&str>) -> Result<bool> {
         let idle_for = Some(self.settings.triggers.stranded_after);
         for (path, held) in self.shards_without_writer(branch) {
-            let tails = self.wal_tails(&path, idle_for).await?;
+            let tails = self
+                .wal_tails(&MemWalTable::on(&path, lineage), idle_for)
+                .await?;
             if tails.iter().any(|tail| !held.contains(&tail.shard)) {
                 return Ok(true);
             }
@@ -369,31 +371,35 @@ impl Graph {
             .collect()
     }
 
-    /// The shards of `path` whose WAL holds rows no generation does (with no append for
-    /// `idle_for`, when given).
-    async fn wal_tails(&self, path: &str, idle_for: Option<Duration>) -> Result<Vec<WalTail>> {
-        Ok(wal_tails(&self.store, path, TailDepth::Presence, idle_for)
+    /// The shards of the table `at` whose WAL holds rows no generation does (with no
+    /// append for `idle_for`, when given).
+    async fn wal_tails(
+        &self,
+        at: &MemWalTable,
+        idle_for: Option<Duration>,
+    ) -> Result<Vec<WalTail>> {
+        Ok(wal_tails(&self.store, at, TailDepth::Presence, idle_for)
             .await
             .map_err(Error::from_memwal)?
             .unwrap_or_default())
     }
 
-    /// Start folding `branch` in the background whenever a trigger fires. The folder holds
-    /// no strong reference: it ends when the graph is dropped, or at [`Graph::close`].
+    /// Start folding `branch` in the background whenever a trigger fires (one folder per
+    /// graph folds every branch it was started for, one after another; a branch deleted
+    /// meanwhile leaves it). The folder holds no strong reference: it ends when the graph
+    /// is dropped, or at [`Graph::close`].
     pub async fn start_folder(self: &Arc<Self>, branch: &str) -> Result<()> {
         let branch = branch_name(branch)?;
-        if branch != MAIN_BRANCH {
-            return Err(Error::MainBranchOnly {
-                operation: "the background folder",
-                branch: branch.to_string(),
-            });
-        }
         let mut folder = self.streaming.folder.lock().await;
-        if folder.is_some() {
+        if let Some(running) = folder.as_ref() {
+            running.fold(branch);
             return Ok(());
         }
         let graph = Arc::downgrade(self);
         let (stop, mut stopped) = watch::channel(false);
+        let branches = FolderBranches::default();
+        branches.add(branch);
+        let folding = branches.clone();
         let task = tokio::spawn(async move {
             // After a failed fold, wait longer before the next attempt (a halted fold
             // fails the same way until someone acts).
@@ -404,26 +410,36 @@ impl Graph {
                     _ = stopped.changed() => break,
                 }
                 let Some(graph) = graph.upgrade() else { break };
-                let due = match graph.fold_due(&branch).await {
-                    Ok(due) => due,
-                    Err(error) => {
-                        tracing::warn!(%error, "fold trigger check failed");
-                        false
-                    }
-                };
-                if !due {
-                    continue;
-                }
-                match graph.fold_in_background(&branch).await {
-                    Ok(_) => backoff = 0,
-                    Err(error) => {
-                        tracing::warn!(%error, "background fold failed");
-                        backoff = (backoff * 2 + 1).min(40);
+                let mut failed = false;
+                for branch in folding.list() {
+                    match graph.fold_if_due(&branch).await {
+                        Ok(()) => {}
+                        Err(error) if error.is_branch_gone() => {
+                            tracing::info!(%branch, "the branch is gone; no longer folding it");
+                            folding.remove(&branch);
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, %branch, "background fold failed");
+                            failed = true;
+                        }
                     }
                 }
+                backoff = if failed { (backoff * 2 + 1).min(40) } else { 0 };
             }
         });
-        *folder = Some(Folder { stop, task });
+        *folder = Some(Folder {
+            stop,
+            task,
+            branches,
+        });
+        Ok(())
+    }
+
+    /// One look of the background folder at `branch`: fold if a trigger says so.
+    async fn fold_if_due(&self, branch: &BranchName) -> Result<()> {
+        if self.fold_due(branch).await? {
+            self.fold_in_background(branch).await?;
+        }
         Ok(())
     }
 
@@ -463,7 +479,7 @@ impl Graph {
         };
         let dataset = self
             .store
-            .open_dataset(&REJECTS_PATH, Some(version))
+            .open_dataset_on(&REJECTS_PATH, snapshot.lineage.as_deref(), Some(version))
             .await
             .context(StorageSnafu)?;
         dataset.scan().try_into_batch().await.context(LanceSnafu {

@@ -247,6 +247,19 @@ impl Graph {
         Ok(ty)
     }
 
+    /// The lineage `branch` writes its tables on: `None` for `main`, its head's otherwise.
+    pub(crate) async fn lineage_of(&self, branch: &BranchName) -> Result<Option<String>> {
+        if branch.is_main() {
+            return Ok(None);
+        }
+        Ok(self
+            .publisher
+            .head(branch)
+            .await
+            .context(PublishSnafu)?
+            .lineage)
+    }
+
     /// Open a type's table at the version `snapshot` pins.
     pub(crate) async fn open_table(
         &self,

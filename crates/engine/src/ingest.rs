@@ -10,8 +10,8 @@ use arrow_array::RecordBatch;
 use futures::future::try_join_all;
 use lance::index::DatasetIndexExt;
 use snafu::ResultExt;
-use tributary_memwal_adapter::{enroll, enrollment, Enrolled, Sharding, TableWriter};
-use tributary_publisher::{BranchName, MAIN_BRANCH};
+use tributary_memwal_adapter::{enroll, enrollment, Enrolled, MemWalTable, Sharding, TableWriter};
+use tributary_publisher::BranchName;
 use tributary_schema::{Decoder, LineError, TypeBatch, TypeDef};
 
 use crate::error::{Error, Result};
@@ -105,19 +105,26 @@ impl Graph {
         if shards <= 1 {
             return Ok(vec![0; keys.len()]);
         }
-        let enrolled = self.enrolled(&ty).await?;
+        // Routing is the same on every lineage: `main`'s enrollment answers for all.
+        let enrolled = self
+            .enrolled(&ty, &MemWalTable::main(&ty.table_path()))
+            .await?;
         enrolled.shards_of(keys).map_err(Error::from_memwal)
     }
 
-    /// The enrollment of `ty`'s table, enrolling it first if no send has yet. An enrolled
-    /// table keeps what it was enrolled with (folds keep its indexes current): only a first
-    /// enrollment builds indexes.
+    /// The enrollment of `ty`'s table on the lineage `at`, enrolling it first if no send
+    /// has yet (a branch forked from an enrolled table inherits its enrollment). An
+    /// enrolled table keeps what it was enrolled with (folds keep its indexes current):
+    /// only a first enrollment builds indexes.
     /// Boxed, and `Send` by its type: inline, a send's future grows past what the compiler
     /// can prove `Send`.
-    fn enrolled<'a>(&'a self, ty: &'a TypeDef) -> futures::future::BoxFuture<'a, Result<Enrolled>> {
+    fn enrolled<'a>(
+        &'a self,
+        ty: &'a TypeDef,
+        at: &'a MemWalTable,
+    ) -> futures::future::BoxFuture<'a, Result<Enrolled>> {
         Box::pin(async move {
-            let path = ty.table_path();
-            let known = enrollment(&self.store, &path, &self.settings.writer)
+            let known = enrollment(&self.store, at, &self.settings.writer)
                 .await
                 .map_err(Error::from_memwal)?;
             if let Some(enrolled) = known {
@@ -127,10 +134,10 @@ impl Graph {
                 Some(n) if n > 1 => Sharding::Buckets(n),
                 _ => Sharding::Unsharded,
             };
-            let maintained = self.index_before_enrollment(ty).await;
+            let maintained = self.index_before_enrollment(ty, at).await;
             enroll(
                 &self.store,
-                &path,
+                at,
                 sharding,
                 &self.settings.writer,
                 &maintained,
@@ -150,12 +157,6 @@ impl Graph {
 
     /// Start streaming writes as `options` say.
     pub fn ingestor(&self, options: &IngestOptions) -> Result<Ingestor<'_>> {
-        if options.branch != MAIN_BRANCH {
-            return Err(Error::MainBranchOnly {
-                operation: "streaming ingest",
-                branch: options.branch.to_string(),
-            });
-        }
         Ok(Ingestor {
             graph: self,
             branch: options.branch.clone(),
@@ -164,7 +165,8 @@ impl Graph {
         })
     }
 
-    /// The warm writer of a table on a branch, enrolling the table at its first write.
+    /// The warm writer of a table on a branch (on the branch's lineage), enrolling the
+    /// table at its first write there.
     async fn table_writer(&self, type_name: &str, branch: &str) -> Result<Arc<TableWriter>> {
         let ty = &self.type_def(type_name)?;
         let path = ty.table_path();
@@ -179,7 +181,10 @@ impl Graph {
             .check_conditional_put()
             .await
             .map_err(|source| Error::Storage { source })?;
-        let enrolled = self.enrolled(ty).await?;
+        let branch_name = crate::graph::branch(branch)?;
+        let lineage = self.lineage_of(&branch_name).await?;
+        let at = MemWalTable::on(&path, lineage.as_deref());
+        let enrolled = self.enrolled(ty, &at).await?;
         let owned = self.settings.owned_shards.as_ref();
         let mut opened = TableWriter::open(&enrolled, owned).await;
         // A claim whose response was lost, then retried, reads as a rival's claim of the
@@ -195,6 +200,13 @@ impl Graph {
         }
         let writer = match opened {
             Ok(writer) => Arc::new(writer),
+            Err(error) if error.is_sealed() && lineage.is_some() => {
+                // Only a delete seals a branch's shards (no schema change runs while
+                // branches exist).
+                return Err(Error::BranchDeleted {
+                    branch: branch.to_owned(),
+                });
+            }
             Err(error) if error.is_sealed() => {
                 // A schema change removed `@stream` from the type: take it, so later
                 // lines of the type are refused line by line.
@@ -209,7 +221,7 @@ impl Graph {
         // Opening replays what an earlier writer acknowledged but never flushed: that is
         // pending work of this process now.
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
-            self.streaming.acknowledged();
+            self.streaming.acknowledged(branch);
         }
         self.streaming
             .keep(path.to_string(), branch.to_owned(), writer.clone());
@@ -228,9 +240,13 @@ impl Graph {
     /// it (pinned by a test, as Lance's docs say not to list it).
     /// Indexes are derived state: a failure is logged, and the table is enrolled without
     /// the indexes that are missing.
-    async fn index_before_enrollment(&self, ty: &tributary_schema::TypeDef) -> Vec<String> {
+    async fn index_before_enrollment(
+        &self,
+        ty: &tributary_schema::TypeDef,
+        at: &MemWalTable,
+    ) -> Vec<String> {
         let path = ty.table_path();
-        let mut dataset = match self.store.open_dataset(&path, None).await {
+        let mut dataset = match self.store.open_dataset_on(&path, at.lineage(), None).await {
             Ok(dataset) => dataset,
             Err(error) => {
                 tracing::warn!(%error, table = %path, "could not open the table to index it");
@@ -545,7 +561,7 @@ impl Ingestor<'_> {
             });
         let rows = try_join_all(writes).await?.into_iter().sum();
         if rows > 0 {
-            self.graph.streaming.acknowledged();
+            self.graph.streaming.acknowledged(&self.branch);
         }
         Ok(rows)
     }

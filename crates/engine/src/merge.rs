@@ -137,8 +137,7 @@ impl Changes {
 
 impl Graph {
     /// Merge branch `source` into branch `into` as one commit on `into` (see the module
-    /// doc). Everything acknowledged on `main` before the call is folded first when
-    /// `main` is either side.
+    /// doc). Everything acknowledged on either side before the call is folded first.
     pub async fn merge_branch(&self, source: &str, into: &str) -> Result<MergeOutcome> {
         let source = branch_name(source)?;
         let target = branch_name(into)?;
@@ -157,15 +156,8 @@ impl Graph {
         let merged = async {
             for (branch, turn) in [(&source, source_turn), (&target, target_turn)] {
                 self.recover_intents(Some(branch)).await?;
-                if branch.is_main() {
-                    self.fold_locked_with(
-                        &turn.turn,
-                        branch,
-                        self.settings.fold.policy,
-                        Claim::All,
-                    )
+                self.fold_locked_with(&turn.turn, branch, self.settings.fold.policy, Claim::All)
                     .await?;
-                }
             }
             self.merge_in_turns(&source, &target, &target_turn.turn)
                 .await

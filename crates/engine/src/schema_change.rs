@@ -26,7 +26,7 @@ use lance::index::DatasetIndexExt;
 use lance::Dataset;
 use serde::{Deserialize, Serialize};
 use snafu::ResultExt;
-use tributary_memwal_adapter::{enrollment, set_maintained_indexes};
+use tributary_memwal_adapter::{enrollment, set_maintained_indexes, MemWalTable};
 use tributary_publisher::{
     BranchName, CommitKind, CommitRecord, PublishPlan, Publisher, SchemaRecord,
 };
@@ -128,10 +128,14 @@ impl Graph {
         // A type streamed before had its shards sealed when it stopped being streamed.
         for name in &change.newly_streamed {
             let path = type_of(&new, name)?.table_path();
-            if enrollment(&self.store, &path, &self.settings.writer)
-                .await
-                .map_err(Error::from_memwal)?
-                .is_some()
+            if enrollment(
+                &self.store,
+                &MemWalTable::main(&path),
+                &self.settings.writer,
+            )
+            .await
+            .map_err(Error::from_memwal)?
+            .is_some()
             {
                 return Err(Error::BreakingSchemaChange {
                     refused: vec![tributary_schema::BreakingChange {
@@ -185,7 +189,9 @@ impl Graph {
         // folded, under the old schema.
         if !change.unstreamed.is_empty() {
             for name in &change.unstreamed {
-                self.seal_every_shard(type_of(&old, name)?).await?;
+                let ty = type_of(&old, name)?;
+                self.seal_every_shard(ty, &MemWalTable::main(&ty.table_path()))
+                    .await?;
             }
             folded.absorb(
                 self.fold_locked_with(turn, branch, self.settings.fold.policy, Claim::All)
@@ -320,7 +326,8 @@ impl Graph {
         if ty.stream.is_none() {
             return Ok(());
         }
-        let Some(enrolled) = enrollment(&self.store, &ty.table_path(), &self.settings.writer)
+        let at = MemWalTable::main(&ty.table_path());
+        let Some(enrolled) = enrollment(&self.store, &at, &self.settings.writer)
             .await
             .map_err(Error::from_memwal)?
         else {
@@ -334,12 +341,12 @@ impl Graph {
         Ok(())
     }
 
-    /// Drain and seal every shard of `ty`'s table. A table not enrolled yet is enrolled
-    /// first: a process that has not seen the change would enrol it at its first send, and
-    /// acknowledge rows no fold reads; sealed, its claim is refused.
-    async fn seal_every_shard(&self, ty: &TypeDef) -> Result<()> {
-        let path = ty.table_path();
-        let enrolled = match enrollment(&self.store, &path, &self.settings.writer)
+    /// Drain and seal every shard of `ty`'s table on the lineage `at`. A table not
+    /// enrolled yet is enrolled first: a process that has not seen the change (or the
+    /// branch's delete) would enrol it at its first send, and acknowledge rows no fold
+    /// reads; sealed, its claim is refused.
+    pub(crate) async fn seal_every_shard(&self, ty: &TypeDef, at: &MemWalTable) -> Result<()> {
+        let enrolled = match enrollment(&self.store, at, &self.settings.writer)
             .await
             .map_err(Error::from_memwal)?
         {
@@ -351,7 +358,7 @@ impl Graph {
                 };
                 tributary_memwal_adapter::enroll(
                     &self.store,
-                    &path,
+                    at,
                     sharding,
                     &self.settings.writer,
                     &[],
@@ -449,10 +456,14 @@ impl Graph {
             tracing::warn!(%error, table = %ty.table_path(), "could not build indexes");
         }
         let path = ty.table_path();
-        if enrollment(&self.store, &path, &self.settings.writer)
-            .await
-            .map_err(Error::from_memwal)?
-            .is_none()
+        if enrollment(
+            &self.store,
+            &MemWalTable::main(&path),
+            &self.settings.writer,
+        )
+        .await
+        .map_err(Error::from_memwal)?
+        .is_none()
         {
             return Ok(());
         }

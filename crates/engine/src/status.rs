@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use tributary_memwal_adapter::{table_state, wal_tails, TailDepth};
+use tributary_memwal_adapter::{table_state, wal_tails, MemWalTable, TailDepth};
 
 use crate::error::{Error, Result};
 use crate::graph::Graph;
@@ -97,7 +97,7 @@ impl Graph {
     pub async fn pending(&self) -> Result<Pending> {
         let mut pending = Pending::default();
         for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
-            let Some(state) = table_state(&self.store, &ty.table_path())
+            let Some(state) = table_state(&self.store, &MemWalTable::main(&ty.table_path()))
                 .await
                 .map_err(Error::from_memwal)?
             else {
@@ -111,16 +111,12 @@ impl Graph {
     }
 
     pub async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {
-        if !crate::graph::branch(branch)?.is_main() {
-            return Err(Error::MainBranchOnly {
-                operation: "streaming ingest",
-                branch: branch.to_owned(),
-            });
-        }
+        let lineage = self.lineage_of(&crate::graph::branch(branch)?).await?;
         let mut tables = Vec::new();
         for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            let Some(state) = table_state(&self.store, &path)
+            let at = MemWalTable::on(&path, lineage.as_deref());
+            let Some(state) = table_state(&self.store, &at)
                 .await
                 .map_err(Error::from_memwal)?
             else {
@@ -137,7 +133,7 @@ impl Graph {
                 oldest_pending_age: None,
                 wal_only_rows: 0,
             };
-            let tails = wal_tails(&self.store, &path, TailDepth::Count, None)
+            let tails = wal_tails(&self.store, &at, TailDepth::Count, None)
                 .await
                 .map_err(Error::from_memwal)?
                 .unwrap_or_default();
@@ -153,8 +149,7 @@ impl Graph {
                 let count = ty.stream.as_ref().and_then(|s| s.shards).unwrap_or(1);
                 status.shards.push(ShardIngestStatus {
                     shard: shard.shard.to_string(),
-                    number: (0..count.max(1))
-                        .find(|&n| tributary_memwal_adapter::shard_id(&path, n) == shard.shard),
+                    number: (0..count.max(1)).find(|&n| at.shard_id(n) == shard.shard),
                     writer_epoch: shard.writer_epoch,
                     pending_generations: shard.pending.iter().map(|p| p.generation).collect(),
                     pending_rows: pending.rows,

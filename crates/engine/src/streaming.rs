@@ -3,12 +3,13 @@
 //! background folder's handle, and the triggers it folds on. Ingest, the fold's cut,
 //! fresh reads and status reach it through the graph; it knows nothing of them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex as SyncMutex, RwLock};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{watch, Mutex};
 use tributary_memwal_adapter::TableWriter;
+use tributary_publisher::BranchName;
 
 /// When the background folder folds: whichever threshold is reached first.
 #[derive(Debug, Clone)]
@@ -63,10 +64,40 @@ struct OwnMarks {
 /// (table path, branch) → its warm writer.
 type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
 
-/// The running background folder: how to stop it, and its task.
+/// The running background folder: how to stop it, its task, and the branches it folds.
 pub(crate) struct Folder {
     pub(crate) stop: watch::Sender<bool>,
     pub(crate) task: tokio::task::JoinHandle<()>,
+    pub(crate) branches: FolderBranches,
+}
+
+impl Folder {
+    /// Fold `branch` too, from the folder's next look on.
+    pub(crate) fn fold(&self, branch: BranchName) {
+        self.branches.add(branch);
+    }
+}
+
+/// The branches a background folder folds, shared with its task.
+#[derive(Clone, Default)]
+pub(crate) struct FolderBranches(Arc<SyncMutex<BTreeSet<BranchName>>>);
+
+impl FolderBranches {
+    fn held(&self) -> std::sync::MutexGuard<'_, BTreeSet<BranchName>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn add(&self, branch: BranchName) {
+        self.held().insert(branch);
+    }
+
+    pub(crate) fn remove(&self, branch: &BranchName) {
+        self.held().remove(branch);
+    }
+
+    pub(crate) fn list(&self) -> Vec<BranchName> {
+        self.held().iter().cloned().collect()
+    }
 }
 
 /// The streaming state of one open graph.
@@ -78,8 +109,9 @@ pub(crate) struct Streaming {
     /// Opening a writer (enrollment, replay) and the fold's cut are serialised on this
     /// lock, so only cold sends queue behind it, and no writer opens during a cut.
     pub(crate) opening: Mutex<()>,
-    /// When this process acknowledged its oldest write that no fold has cut yet.
-    oldest_unfolded: SyncMutex<Option<Instant>>,
+    /// When this process acknowledged its oldest write that no fold has cut yet, per
+    /// branch.
+    oldest_unfolded: SyncMutex<HashMap<String, Instant>>,
     /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
     last_error: SyncMutex<Option<Option<String>>>,
     pub(crate) folder: Mutex<Option<Folder>>,
@@ -160,46 +192,49 @@ impl Streaming {
         self.marks().unsettled = true;
     }
 
+    /// Forget `branch`'s writers and clock (it was deleted: its shards are sealed).
+    pub(crate) fn forget_branch(&self, branch: &str) {
+        self.write().retain(|(_, b), _| b != branch);
+        self.clocks().remove(branch);
+    }
+
     /// Take every warm writer out (to close them).
     pub(crate) fn take_all(&self) -> Vec<Arc<TableWriter>> {
         self.write().drain().map(|(_, w)| w).collect()
     }
 
-    /// Note an acknowledged write (starts the max-lag clock if it is not running).
-    pub(crate) fn acknowledged(&self) {
-        let mut oldest = self
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        oldest.get_or_insert_with(Instant::now);
-    }
-
-    /// When the oldest write no fold has cut yet was acknowledged.
-    pub(crate) fn oldest_unfolded(&self) -> Option<Instant> {
-        *self
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Stop the max-lag clock (a fold is cutting); [`Streaming::restore_oldest`] restarts
-    /// it if the fold fails.
-    pub(crate) fn take_oldest(&self) -> Option<Instant> {
+    fn clocks(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
         self.oldest_unfolded
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .take()
     }
 
-    pub(crate) fn restore_oldest(&self, at: Option<Instant>) {
-        let mut oldest = self
-            .oldest_unfolded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        *oldest = match (*oldest, at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+    /// Note an acknowledged write on `branch` (starts its max-lag clock if it is not
+    /// running).
+    pub(crate) fn acknowledged(&self, branch: &str) {
+        self.clocks()
+            .entry(branch.to_owned())
+            .or_insert_with(Instant::now);
+    }
+
+    /// When the oldest write on `branch` no fold has cut yet was acknowledged.
+    pub(crate) fn oldest_unfolded(&self, branch: &str) -> Option<Instant> {
+        self.clocks().get(branch).copied()
+    }
+
+    /// Stop `branch`'s max-lag clock (a fold is cutting); [`Streaming::restore_oldest`]
+    /// restarts it if the fold fails.
+    pub(crate) fn take_oldest(&self, branch: &str) -> Option<Instant> {
+        self.clocks().remove(branch)
+    }
+
+    pub(crate) fn restore_oldest(&self, branch: &str, at: Option<Instant>) {
+        let Some(at) = at else {
+            return;
         };
+        let mut clocks = self.clocks();
+        let oldest = clocks.entry(branch.to_owned()).or_insert(at);
+        *oldest = (*oldest).min(at);
     }
 
     /// Remember the last fold's error; true when it differs from what was remembered.

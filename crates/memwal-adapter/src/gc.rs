@@ -7,6 +7,7 @@ use snafu::ResultExt;
 use tributary_storage::GraphStore;
 
 use crate::error::{LanceSnafu, Result, StorageSnafu};
+use crate::location::MemWalTable;
 use crate::shards::shard_manifests;
 use crate::tail::read_wal_entry;
 
@@ -31,7 +32,7 @@ impl MemWalGarbage {
     }
 }
 
-/// Remove from `table`'s MemWAL what can never be read again:
+/// Remove from the MemWAL of the table `at` what can never be read again:
 /// - WAL entries at or before the shard's `replay_after` position (flushed to a
 ///   generation: a writer never replays them), except fence sentinels (see
 ///   [`is_fence_sentinel`]) and the shard's newest entry (the WAL tip);
@@ -41,14 +42,12 @@ impl MemWalGarbage {
 /// - shard-manifest versions before the latest (through Lance's own prune).
 pub async fn collect_memwal_garbage(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     published_version: u64,
 ) -> Result<MemWalGarbage> {
+    let table = at.table();
     let lance = |action: &'static str| LanceSnafu { action, table };
-    let published = store
-        .open_dataset(table, Some(published_version))
-        .await
-        .context(StorageSnafu)?;
+    let published = at.at_version(store, published_version).await?;
     let marks = match published
         .mem_wal_index_details()
         .await
@@ -57,17 +56,14 @@ pub async fn collect_memwal_garbage(
         Some(details) => details.compacted_sstables,
         None => Vec::new(),
     };
-    let latest = store
-        .open_dataset(table, None)
-        .await
-        .context(StorageSnafu)?;
+    let latest = at.latest(store).await?;
     let mut removed = MemWalGarbage::default();
     for (manifests, manifest) in shard_manifests(&latest, table).await? {
         let shard = manifests.shard_id();
         let Some(manifest) = manifest else {
             continue;
         };
-        let shard_dir = format!("{table}/_mem_wal/{shard}");
+        let shard_dir = at.shard_dir(shard);
         let wal_dir = format!("{shard_dir}/wal");
         let listed: Vec<(u64, String, u64)> = store
             .sizes(&wal_dir)

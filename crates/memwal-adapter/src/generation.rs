@@ -13,6 +13,7 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
+use crate::location::MemWalTable;
 use crate::status::PendingGeneration;
 
 /// Part of one generation: its rows (in the table's schema) and the keys it deletes. A
@@ -25,11 +26,11 @@ pub struct GenerationBatch {
 
 async fn open_generation(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     shard: Uuid,
     generation: &PendingGeneration,
 ) -> Result<(Dataset, String)> {
-    let path = format!("{table}/_mem_wal/{shard}/{}", generation.path);
+    let path = format!("{}/{}", at.shard_dir(shard), generation.path);
     let dataset = store
         .open_dataset(&path, None)
         .await
@@ -40,11 +41,11 @@ async fn open_generation(
 /// The keys one flushed generation deletes (its tombstones).
 pub async fn generation_tombstones(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     shard: Uuid,
     generation: &PendingGeneration,
 ) -> Result<Vec<String>> {
-    let (dataset, path) = open_generation(store, table, shard, generation).await?;
+    let (dataset, path) = open_generation(store, at, shard, generation).await?;
     let lance = |action: &'static str| LanceSnafu {
         action,
         table: path.clone(),
@@ -70,12 +71,13 @@ pub async fn generation_tombstones(
 /// which knows the fields' defaults, fills the rest).
 pub async fn generation_rows(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     shard: Uuid,
     generation: &PendingGeneration,
     target: SchemaRef,
 ) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
-    let (dataset, path) = open_generation(store, table, shard, generation).await?;
+    let table = at.table();
+    let (dataset, path) = open_generation(store, at, shard, generation).await?;
     let lance = |action: &'static str| LanceSnafu {
         action,
         table: path.clone(),

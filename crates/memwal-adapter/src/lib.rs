@@ -6,6 +6,7 @@ mod fresh;
 mod gc;
 mod generation;
 mod group;
+mod location;
 mod settings;
 mod shards;
 mod status;
@@ -17,9 +18,8 @@ pub use fresh::fresh_scanner;
 pub use gc::{collect_memwal_garbage, MemWalGarbage};
 pub use generation::{generation_rows, generation_tombstones, GenerationBatch};
 pub use lance::dataset::mem_wal::LsmScanner;
+pub use location::MemWalTable;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
 pub use tail::{drain_shard, seal_shard, wal_tails, TailDepth, WalTail};
-pub use writer::{
-    enroll, enrollment, set_maintained_indexes, shard_id, Enrolled, Sharding, TableWriter,
-};
+pub use writer::{enroll, enrollment, set_maintained_indexes, Enrolled, Sharding, TableWriter};

@@ -9,6 +9,7 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{LanceSnafu, Result, StorageSnafu};
+use crate::location::MemWalTable;
 use crate::shards::shard_manifests;
 
 /// A flushed generation the base table has not compacted yet.
@@ -40,12 +41,11 @@ pub struct TableState {
     pub shards: Vec<ShardState>,
 }
 
-/// The MemWAL state of `table` at its latest version, or `None` if it is not enrolled.
-pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<TableState>> {
-    let dataset = store
-        .open_dataset(table, None)
-        .await
-        .context(StorageSnafu)?;
+/// The MemWAL state of the table `at` at its latest version, or `None` if it is not
+/// enrolled.
+pub async fn table_state(store: &GraphStore, at: &MemWalTable) -> Result<Option<TableState>> {
+    let table = at.table();
+    let dataset = at.latest(store).await?;
     let lance = |action: &'static str| LanceSnafu { action, table };
     let Some(details) = dataset
         .mem_wal_index_details()
@@ -62,7 +62,7 @@ pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<Table
             .iter()
             .find(|c| c.shard_id == shard)
             .map(|c| c.generation);
-        shards.push(shard_state(store, table, shard, manifest, compacted).await?);
+        shards.push(shard_state(store, at, shard, manifest, compacted).await?);
     }
     Ok(Some(TableState {
         table: table.to_owned(),
@@ -72,7 +72,7 @@ pub async fn table_state(store: &GraphStore, table: &str) -> Result<Option<Table
 
 async fn shard_state(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     shard: Uuid,
     manifest: Option<ShardManifest>,
     compacted: Option<u64>,
@@ -101,7 +101,8 @@ async fn shard_state(
     let oldest_pending_at = match pending.iter().min_by_key(|p| p.generation) {
         Some(oldest) => store
             .modified(&format!(
-                "{table}/_mem_wal/{shard}/{}/_versions",
+                "{}/{}/_versions",
+                at.shard_dir(shard),
                 oldest.path
             ))
             .await

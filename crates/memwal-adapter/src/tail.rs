@@ -17,6 +17,7 @@ use uuid::Uuid;
 use arrow_ipc::reader::StreamReader;
 
 use crate::error::{from_lance, Error, LanceSnafu, Result, StorageSnafu};
+use crate::location::MemWalTable;
 use crate::shards::shard_manifests;
 use crate::writer::Enrolled;
 
@@ -43,19 +44,17 @@ pub enum TailDepth {
     Count,
 }
 
-/// The WAL tails of every shard of `table` that has one (shards whose WAL is fully flushed
+/// The WAL tails of every shard of the table `at` that has one (shards whose WAL is fully flushed
 /// are left out); with `idle_for`, only tails with no entry written for that long (told
 /// from the listing, before any entry is read). `None` when the table is not enrolled.
 pub async fn wal_tails(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     depth: TailDepth,
     idle_for: Option<Duration>,
 ) -> Result<Option<Vec<WalTail>>> {
-    let dataset = store
-        .open_dataset(table, None)
-        .await
-        .context(StorageSnafu)?;
+    let table = at.table();
+    let dataset = at.latest(store).await?;
     let lance = |action: &'static str| LanceSnafu { action, table };
     if dataset
         .mem_wal_index_details()
@@ -71,7 +70,7 @@ pub async fn wal_tails(
         let flushed = manifest
             .as_ref()
             .map_or(0, |m| m.replay_after_wal_entry_position);
-        let wal_dir = format!("{table}/_mem_wal/{shard}/wal");
+        let wal_dir = format!("{}/wal", at.shard_dir(shard));
         let mut above: Vec<(u64, Option<SystemTime>)> = store
             .entries(&wal_dir)
             .await

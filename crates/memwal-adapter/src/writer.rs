@@ -16,9 +16,9 @@ use uuid::Uuid;
 
 use crate::error::{
     from_lance, Error, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu, NotOwnedSnafu, Result,
-    StorageSnafu,
 };
 use crate::group::GroupWriter;
+use crate::location::MemWalTable;
 use crate::settings::WriterSettings;
 
 /// How a table's writes are spread over shards.
@@ -30,19 +30,12 @@ pub enum Sharding {
     Buckets(u32),
 }
 
-/// The shard of bucket `bucket` of `table`: derived, so every process agrees on it and two
-/// writers of the same bucket fence each other.
-pub fn shard_id(table: &str, bucket: u32) -> Uuid {
-    Uuid::new_v5(
-        &Uuid::NAMESPACE_URL,
-        format!("tributary:{table}#{bucket}").as_bytes(),
-    )
-}
-
 /// An enrolled table: its MemWAL index exists and its key is Lance's primary key.
 #[derive(Debug, Clone)]
 pub struct Enrolled {
     pub table: String,
+    /// The table and lineage whose MemWAL this is.
+    pub at: MemWalTable,
     /// The settings recorded at enrollment (shared by every process).
     pub settings: WriterSettings,
     /// Shard of each bucket, by bucket number.
@@ -121,17 +114,14 @@ fn buckets_of(
         })
 }
 
-/// The enrollment of `table`, when it has one: one open of the table, no write.
+/// The enrollment of the table `at`, when it has one: one open of the table, no write.
 pub async fn enrollment(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     defaults: &WriterSettings,
 ) -> Result<Option<Enrolled>> {
-    let dataset = store
-        .open_dataset(table, None)
-        .await
-        .context(StorageSnafu)?;
-    enrollment_of(&dataset, table, defaults).await
+    let dataset = at.latest(store).await?;
+    enrollment_of(&dataset, at, defaults).await
 }
 
 /// Enrol `table` for streaming writes. Idempotent, and safe when processes race: a lost
@@ -140,17 +130,15 @@ pub async fn enrollment(
 /// primary key's is kept implicitly). They are fixed at enrollment.
 pub async fn enroll(
     store: &GraphStore,
-    table: &str,
+    at: &MemWalTable,
     sharding: Sharding,
     defaults: &WriterSettings,
     maintained: &[String],
 ) -> Result<Enrolled> {
-    let mut dataset = store
-        .open_dataset(table, None)
-        .await
-        .context(StorageSnafu)?;
+    let table = at.table();
+    let mut dataset = at.latest(store).await?;
     ensure_primary_key(&mut dataset, table).await?;
-    if let Some(enrolled) = enrollment_of(&dataset, table, defaults).await? {
+    if let Some(enrolled) = enrollment_of(&dataset, at, defaults).await? {
         return Ok(enrolled);
     }
     let builder = dataset.initialize_mem_wal();
@@ -179,7 +167,7 @@ pub async fn enroll(
             })
         }
     }
-    enrollment_of(&dataset, table, defaults)
+    enrollment_of(&dataset, at, defaults)
         .await?
         .ok_or_else(|| Error::InvalidSetting {
             table: table.into(),
@@ -221,9 +209,10 @@ pub async fn set_maintained_indexes(
 /// What `dataset`'s MemWAL index records: the settings every process uses, and the shards.
 async fn enrollment_of(
     dataset: &Dataset,
-    table: &str,
+    at: &MemWalTable,
     defaults: &WriterSettings,
 ) -> Result<Option<Enrolled>> {
+    let table = at.table();
     let details = dataset.mem_wal_index_details().await.context(LanceSnafu {
         action: "read index",
         table,
@@ -232,8 +221,9 @@ async fn enrollment_of(
         let buckets = details.num_shards.max(1);
         Enrolled {
             table: table.to_owned(),
+            at: at.clone(),
             settings: WriterSettings::from_recorded(&details.writer_config_defaults, defaults),
-            shards: (0..buckets).map(|b| shard_id(table, b)).collect(),
+            shards: (0..buckets).map(|b| at.shard_id(b)).collect(),
             spec: details
                 .sharding_specs
                 .first()
@@ -288,6 +278,8 @@ async fn ensure_primary_key(dataset: &mut Dataset, table: &str) -> Result<()> {
 /// Warm durable writers of every shard of one table.
 pub struct TableWriter {
     table: String,
+    /// The table and lineage it writes.
+    at: MemWalTable,
     schema: SchemaRef,
     /// The writers of the shards this process owns.
     shards: Vec<(Uuid, GroupWriter)>,
@@ -339,6 +331,7 @@ impl TableWriter {
             .map(|spec| (spec, dataset.schema().clone()));
         Ok(TableWriter {
             table: enrolled.table.clone(),
+            at: enrolled.at.clone(),
             schema,
             shards,
             buckets: held.iter().map(|&(bucket, _)| bucket).collect(),
@@ -410,6 +403,11 @@ impl TableWriter {
 
     pub fn table(&self) -> &str {
         &self.table
+    }
+
+    /// The table and lineage this writer writes.
+    pub fn at(&self) -> &MemWalTable {
+        &self.at
     }
 
     /// The table's schema as this writer opened it.

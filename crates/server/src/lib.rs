@@ -265,9 +265,6 @@ impl AppState {
     /// Folds publish what ingests acknowledge: one background folder per graph and branch,
     /// started at its first ingest (folds run on `main` only).
     async fn ensure_folder(&self, id: &str, graph: &Arc<Graph>, branch: &str) {
-        if branch != tributary::MAIN_BRANCH {
-            return;
-        }
         let mut folders = self.folders.lock().await;
         if folders.insert((id.to_owned(), branch.to_owned())) {
             if let Err(error) = graph.start_folder(branch).await {

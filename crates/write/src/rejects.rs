@@ -7,6 +7,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use lance::dataset::transaction::Transaction;
 use lance::dataset::{InsertBuilder, WriteMode};
 use snafu::ResultExt;
+use tributary_publisher::CommitRecord;
 use tributary_schema::TablePath;
 use tributary_storage::GraphStore;
 
@@ -99,9 +100,13 @@ impl RejectRows {
         })
     }
 
-    /// Stage the rows as an append to the dead-letter table (created on first use).
-    /// Returns the dataset staged on and the transaction.
-    pub async fn stage(&self, store: &GraphStore) -> Result<(Arc<lance::Dataset>, Transaction)> {
+    /// Stage the rows as an append to the dead-letter table of `head`'s lineage (created
+    /// on first use). Returns the dataset staged on and the transaction.
+    pub async fn stage(
+        &self,
+        store: &GraphStore,
+        head: &CommitRecord,
+    ) -> Result<(Arc<lance::Dataset>, Transaction)> {
         if !store
             .dataset_exists(&REJECTS_PATH)
             .await
@@ -112,13 +117,32 @@ impl RejectRows {
                 tracing::debug!(%error, "dead-letter table creation raced");
             }
         }
+        let lineage = head.lineage.as_deref();
+        let mut mode = WriteMode::Append;
+        if let Some(lineage) = lineage.filter(|_| !head.tables.contains_key(&REJECTS_PATH)) {
+            // The branch forked before the table existed: its lineage starts here, from
+            // whatever `main` holds, and its first dead letters replace those rows. (A
+            // lineage a stopped fold made is taken as it is: overwritten all the same.)
+            let mut root = store
+                .open_dataset(&REJECTS_PATH, None)
+                .await
+                .context(StorageSnafu)?;
+            let version = root.version().version;
+            if let Err(error) = root
+                .create_branch(lineage, (None::<&str>, Some(version)), None)
+                .await
+            {
+                tracing::debug!(%error, lineage, "dead-letter lineage exists already");
+            }
+            mode = WriteMode::Overwrite;
+        }
         let dataset = Arc::new(
             store
-                .open_dataset(&REJECTS_PATH, None)
+                .open_dataset_on(&REJECTS_PATH, lineage, None)
                 .await
                 .context(StorageSnafu)?,
         );
-        let params = store.write_params(WriteMode::Append);
+        let params = store.write_params(mode);
         let transaction = InsertBuilder::new(dataset.clone())
             .with_params(&params)
             .execute_uncommitted(vec![self.batch()?])

@@ -22,7 +22,7 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WhenNotMat
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{
-    generation_rows, generation_tombstones, table_state, PendingGeneration,
+    generation_rows, generation_tombstones, table_state, MemWalTable, PendingGeneration,
 };
 use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
@@ -160,6 +160,8 @@ impl FoldOutcome {
 /// tombstone. An edge table may have none, and only lose the edges of deleted nodes.
 struct TablePlan<'c> {
     ty: &'c TypeDef,
+    /// The table's MemWAL on the branch's lineage.
+    at: MemWalTable,
     shards: Vec<(Uuid, Vec<PendingGeneration>)>,
     tombstoned: Vec<String>,
 }
@@ -179,8 +181,9 @@ pub async fn fold_pending(
     let started = std::time::Instant::now();
     let mut timings = FoldTimings::default();
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
-    let (plans, complete) = plan(target, catalog, settings.max_rows).await?;
-    let plans = with_tombstones(target, catalog, plans).await?;
+    let lineage = head.lineage.as_deref();
+    let (plans, complete) = plan(target, catalog, lineage, settings.max_rows).await?;
+    let plans = with_tombstones(target, catalog, lineage, plans).await?;
     timings.plan_ms = ms_since(started);
     if plans.is_empty() {
         return Ok(FoldOutcome {
@@ -342,7 +345,7 @@ pub async fn fold_pending(
     timings.stage_ms = ms_since(folding);
     let rejected = rejects.len() as u64;
     if !rejects.is_empty() {
-        let (dataset, transaction) = rejects.stage(target.store).await?;
+        let (dataset, transaction) = rejects.stage(target.store, &head).await?;
         rows_written.insert(REJECTS_PATH, rejected);
         staged.push(StagedWrite {
             dataset,
@@ -399,6 +402,7 @@ pub async fn fold_pending(
 async fn plan<'c>(
     target: GraphTarget<'_>,
     catalog: &'c Catalog,
+    lineage: Option<&str>,
     max_rows: u64,
 ) -> Result<(Vec<TablePlan<'c>>, bool)> {
     let mut plans = Vec::new();
@@ -414,10 +418,8 @@ async fn plan<'c>(
             .iter()
             .filter(|t| t.kind == kind && t.stream.is_some())
         {
-            let Some(state) = table_state(target.store, &ty.table_path())
-                .await
-                .context(MemWalSnafu)?
-            else {
+            let at = MemWalTable::on(&ty.table_path(), lineage);
+            let Some(state) = table_state(target.store, &at).await.context(MemWalSnafu)? else {
                 continue;
             };
             let mut shards = Vec::new();
@@ -441,6 +443,7 @@ async fn plan<'c>(
             if !shards.is_empty() {
                 plans.push(TablePlan {
                     ty,
+                    at,
                     shards,
                     tombstoned: Vec::new(),
                 });
@@ -455,14 +458,14 @@ async fn plan<'c>(
 async fn with_tombstones<'c>(
     target: GraphTarget<'_>,
     catalog: &'c Catalog,
+    lineage: Option<&str>,
     mut plans: Vec<TablePlan<'c>>,
 ) -> Result<Vec<TablePlan<'c>>> {
     for plan in &mut plans {
-        let path = plan.ty.table_path();
         let mut keys = std::collections::BTreeSet::new();
         for (shard, generations) in &plan.shards {
             for generation in generations {
-                let found = generation_tombstones(target.store, &path, *shard, generation)
+                let found = generation_tombstones(target.store, &plan.at, *shard, generation)
                     .await
                     .context(MemWalSnafu)?;
                 keys.extend(found);
@@ -486,6 +489,7 @@ async fn with_tombstones<'c>(
         .collect();
     plans.extend(cascaded.into_iter().map(|ty| TablePlan {
         ty,
+        at: MemWalTable::on(&ty.table_path(), lineage),
         shards: Vec::new(),
         tombstoned: Vec::new(),
     }));
@@ -587,7 +591,7 @@ impl TablePass<'_, '_> {
             for generation in generations.iter().rev() {
                 let mut stream = generation_rows(
                     self.target.store,
-                    self.path,
+                    &self.plan.at,
                     *shard,
                     generation,
                     self.schema.clone(),

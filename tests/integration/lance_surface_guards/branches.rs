@@ -182,7 +182,7 @@ async fn a_table_branch_has_its_own_memwal_but_inherits_the_sources_compaction_m
         .unwrap();
     let store = tributary_storage::GraphStore::new(&uri).unwrap();
     let path = "nodes/Person.lance";
-    let shard = tributary_memwal_adapter::shard_id(path, 0);
+    let shard = tributary_memwal_adapter::MemWalTable::main(path).shard_id(0);
     let main_before = store.open_dataset(path, None).await.unwrap();
     let main_mark = |d: lance_index::mem_wal::MemWalIndexDetails| {
         d.compacted_sstables

@@ -317,3 +317,42 @@ async fn a_stream_to_a_missing_branch_is_refused_and_writes_nothing() {
     let tree = std::path::Path::new(&uri).join("nodes/Person.lance/tree");
     assert!(files_under(&tree).is_empty(), "{:?}", files_under(&tree));
 }
+
+/// One stream of producer `id` on `branch` (first line sequence 1) sending `lines`.
+async fn produce(graph: &Graph, branch: &str, id: &str, lines: &[String]) -> tributary::IngestAck {
+    let options = tributary::IngestOptions {
+        branch: tributary::branch(branch).unwrap(),
+        producer: Some(tributary::Producer::new(id, 1).unwrap()),
+        ..Default::default()
+    };
+    let ingestor = graph.ingestor(&options).unwrap();
+    ingestor.send(1, &ndjson(lines)).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_producer_marks_are_per_branch_and_start_afresh_on_a_branch_made_again() {
+    let (_dir, _uri, graph) = streamed_graph().await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let lines = [person("bob", 40), person("cy", 50)];
+    let on_dev = produce(&graph, "dev", "p", &lines).await;
+    assert_eq!((on_dev.durable_rows, on_dev.duplicates), (2, 0));
+    // The same producer on `main` has marks of its own: nothing there is a duplicate.
+    let on_main = produce(&graph, "main", "p", &lines[..1]).await;
+    assert_eq!((on_main.durable_rows, on_main.duplicates), (1, 0));
+    // A resend on `dev` is all duplicates.
+    let again = produce(&graph, "dev", "p", &lines).await;
+    assert_eq!((again.durable_rows, again.duplicates), (0, 2));
+    graph.fold("dev").await.unwrap();
+    let status = graph.ingest_status("dev").await.unwrap();
+    let mark = status.producers.iter().find(|p| p.producer == "p").unwrap();
+    assert_eq!((mark.acknowledged, mark.folded), (Some(2), Some(2)));
+
+    // Deleted and made again, `dev` knows nothing of the old stream: the same lines are
+    // written, not skipped as duplicates of a branch that is gone.
+    graph.delete_branch("dev").await.unwrap();
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let afresh = produce(&graph, "dev", "p", &lines).await;
+    assert_eq!((afresh.durable_rows, afresh.duplicates), (2, 0));
+    graph.fold("dev").await.unwrap();
+    assert_eq!(people(&graph, "dev", false).await, ["ada", "bob", "cy"]);
+}

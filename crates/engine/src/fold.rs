@@ -122,7 +122,7 @@ impl Graph {
             // Read before the cut: every line under these marks is durable by then.
             let mut producers = self.producer_marks_to_fold(branch, everything).await?;
             self.cut(branch, lineage.as_deref(), claim).await?;
-            if !everything && self.streaming.own_marks().is_none() {
+            if !everything && self.streaming.own_marks(branch).is_none() {
                 // A writer of this process was fenced during the cut.
                 producers.clear();
             }

@@ -2,9 +2,10 @@
 //! sequence numbers, and a line at or below what is already acknowledged for that producer
 //! is acknowledged again without being written.
 //!
-//! A producer's *acknowledged mark* (`__producers/<branch>/<producer>.json`) is the highest
-//! sequence acknowledged for it. One stream of a producer runs at a time, across processes:
-//! it holds the producer's lease (`__producers/<branch>/<producer>/`, see
+//! A producer's *acknowledged mark* (`__producers/<scope>/<producer>.json`, the scope being
+//! `main` or a branch's lineage, so a branch deleted and made again starts with no marks)
+//! is the highest sequence acknowledged for it. One stream of a producer runs at a time,
+//! across processes: it holds the producer's lease (`__producers/<scope>/<producer>/`, see
 //! [`tributary_write::lease`]), reads the mark once, and, for each send, skips the lines at
 //! or below it, writes the rest, and raises the mark once they are durable — before the
 //! acknowledgement goes out. So a retry after an ambiguous failure (a dropped connection,
@@ -140,16 +141,18 @@ struct MarkRecord {
     sequence: u64,
 }
 
-fn mark_path(branch: &str, producer: &str) -> String {
-    format!("{}/{}.json", producers_dir(branch), path_segment(producer))
+fn mark_path(scope: &str, producer: &str) -> String {
+    format!("{}/{}.json", producers_dir(scope), path_segment(producer))
 }
 
-fn lease_dir(branch: &str, producer: &str) -> String {
-    format!("{}/{}", producers_dir(branch), path_segment(producer))
+fn lease_dir(scope: &str, producer: &str) -> String {
+    format!("{}/{}", producers_dir(scope), path_segment(producer))
 }
 
 pub(crate) struct Held {
     lease: Lease,
+    /// Where the producer's mark and lease are: `main`, or the branch's lineage.
+    scope: String,
     /// The mark when the lease was taken (what earlier holders acknowledged).
     taken_at: Option<u64>,
     pub(crate) mark: Option<u64>,
@@ -171,7 +174,8 @@ impl Producer {
                 let id = &self.id;
                 let what =
                     format!("the lease of producer `{id}` on branch `{branch}`: an ingest stream");
-                let dir = lease_dir(branch, id);
+                let scope = graph.producer_scope(branch).await?;
+                let dir = lease_dir(&scope, id);
                 let acquired =
                     Lease::try_acquire(&graph.store, &dir, &what, Some(LEASE_PATIENCE)).await?;
                 let lease = match acquired {
@@ -184,9 +188,10 @@ impl Producer {
                         })
                     }
                 };
-                let mark = graph.acknowledged_mark(branch, id).await?;
+                let mark = graph.acknowledged_mark(&scope, id).await?;
                 Ok(tokio::sync::Mutex::new(Held {
                     lease,
+                    scope,
                     taken_at: mark,
                     mark,
                     next_line: 1,
@@ -258,13 +263,13 @@ impl Held {
         let bytes = serde_json::to_vec(&record).unwrap_or_default();
         graph
             .store
-            .put(&mark_path(branch, producer), bytes)
+            .put(&mark_path(&self.scope, producer), bytes)
             .await
             .context(StorageSnafu)?;
         self.mark = Some(sequence);
         graph
             .streaming
-            .producer_acknowledged(producer, self.taken_at, sequence);
+            .producer_acknowledged(branch, producer, self.taken_at, sequence);
         Ok(())
     }
 }
@@ -283,15 +288,25 @@ impl Graph {
             })
     }
 
-    /// The acknowledged mark of `producer` on `branch`.
-    async fn acknowledged_mark(&self, branch: &str, producer: &str) -> Result<Option<u64>> {
-        let mark = self.read_mark(&mark_path(branch, producer)).await?;
+    /// Where `branch`'s producer marks and leases are: `main`'s under its name, another
+    /// branch's under its lineage (unique to that branch, never a branch name).
+    async fn producer_scope(&self, branch: &str) -> Result<String> {
+        let name = crate::graph::branch(branch)?;
+        Ok(self
+            .lineage_of(&name)
+            .await?
+            .unwrap_or_else(|| name.to_string()))
+    }
+
+    /// The acknowledged mark of `producer` in `scope` (see [`Graph::producer_scope`]).
+    async fn acknowledged_mark(&self, scope: &str, producer: &str) -> Result<Option<u64>> {
+        let mark = self.read_mark(&mark_path(scope, producer)).await?;
         Ok(mark.map(|record| record.sequence))
     }
 
     /// Every producer's acknowledged mark on `branch`.
     pub(crate) async fn acknowledged_marks(&self, branch: &str) -> Result<BTreeMap<String, u64>> {
-        let dir = producers_dir(branch);
+        let dir = producers_dir(&self.producer_scope(branch).await?);
         let mut marks = BTreeMap::new();
         for name in self.store.list(&dir).await.context(StorageSnafu)? {
             if !name.ends_with(".json") {
@@ -349,7 +364,7 @@ impl Graph {
             self.streaming.marks_settled();
             return self.acknowledged_marks(branch).await;
         }
-        let own = match self.streaming.own_marks() {
+        let own = match self.streaming.own_marks(branch) {
             Some(own) if !own.is_empty() => own,
             _ => return Ok(BTreeMap::new()),
         };

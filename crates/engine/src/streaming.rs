@@ -56,7 +56,8 @@ pub(crate) struct OwnMark {
 /// process's writers (a fenced writer's lines are in another process's memory).
 #[derive(Debug, Default)]
 struct OwnMarks {
-    marks: std::collections::BTreeMap<String, OwnMark>,
+    /// By (branch, producer).
+    marks: std::collections::BTreeMap<(String, String), OwnMark>,
     /// A writer was fenced since a fold last read every acknowledged mark.
     unsettled: bool,
 }
@@ -162,24 +163,36 @@ impl Streaming {
         self.own_marks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// This process acknowledged `producer`'s lines through `through`, in a stream that
-    /// took the producer's lease at mark `taken_at`.
+    /// This process acknowledged `producer`'s lines on `branch` through `through`, in a
+    /// stream that took the producer's lease at mark `taken_at`.
     pub(crate) fn producer_acknowledged(
         &self,
+        branch: &str,
         producer: &str,
         taken_at: Option<u64>,
         through: u64,
     ) {
-        self.marks()
-            .marks
-            .insert(producer.to_owned(), OwnMark { taken_at, through });
+        self.marks().marks.insert(
+            (branch.to_owned(), producer.to_owned()),
+            OwnMark { taken_at, through },
+        );
     }
 
-    /// The marks this process raised, or `None` when a fenced writer makes them uncertain
-    /// (until [`Streaming::marks_settled`]).
-    pub(crate) fn own_marks(&self) -> Option<std::collections::BTreeMap<String, OwnMark>> {
+    /// The marks this process raised on `branch`, or `None` when a fenced writer makes
+    /// them uncertain (until [`Streaming::marks_settled`]).
+    pub(crate) fn own_marks(
+        &self,
+        branch: &str,
+    ) -> Option<std::collections::BTreeMap<String, OwnMark>> {
         let marks = self.marks();
-        (!marks.unsettled).then(|| marks.marks.clone())
+        (!marks.unsettled).then(|| {
+            marks
+                .marks
+                .iter()
+                .filter(|((b, _), _)| b == branch)
+                .map(|((_, producer), mark)| (producer.clone(), *mark))
+                .collect()
+        })
     }
 
     /// A fold is about to record every acknowledged mark: this process's are certain again
@@ -196,6 +209,7 @@ impl Streaming {
     pub(crate) fn forget_branch(&self, branch: &str) {
         self.write().retain(|(_, b), _| b != branch);
         self.clocks().remove(branch);
+        self.marks().marks.retain(|(b, _), _| b != branch);
     }
 
     /// Take every warm writer out (to close them).

@@ -37,8 +37,9 @@ use crate::error::{Result, StorageSnafu};
 use crate::intent::{owner_may_be_running, InFlight, Owner};
 
 pub const LEASE_DIR: &str = "__leases";
-/// Producers' leases and marks: `__producers/<branch>/<producer>.json` holds a producer's
-/// mark, `__producers/<branch>/<producer>/` its lease.
+/// Producers' leases and marks: `__producers/<scope>/<producer>.json` holds a producer's
+/// mark, `__producers/<scope>/<producer>/` its lease (the scope: `main`, or a branch's
+/// lineage).
 pub const PRODUCER_DIR: &str = "__producers";
 
 /// How often a holder rewrites its lease object (well inside the foreign grace).
@@ -115,9 +116,10 @@ pub fn path_segment(name: &str) -> String {
     segment
 }
 
-/// The folder of the producers of `branch`: their marks, and a folder of lease objects each.
-pub fn producers_dir(branch: &str) -> String {
-    format!("{PRODUCER_DIR}/{}", path_segment(branch))
+/// The folder of the producers of `scope` (`main`, or a branch's lineage): their marks,
+/// and a folder of lease objects each.
+pub fn producers_dir(scope: &str) -> String {
+    format!("{PRODUCER_DIR}/{}", path_segment(scope))
 }
 
 /// What [`Lease::try_acquire`] found.

@@ -726,6 +726,15 @@ async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
         )
         .await
         .unwrap();
+    // A stream on the branch, in its lineage's MemWAL in the bucket, left unfolded: the
+    // merge folds it first.
+    let ack = graph
+        .ingest("dev")
+        .unwrap()
+        .send(1, &ndjson(&[line("cy", "streamed")]))
+        .await
+        .unwrap();
+    assert_eq!(ack.durable_rows, 1, "{ack:?}");
     assert_eq!(
         people(&graph).await.len(),
         1,
@@ -735,13 +744,15 @@ async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
     assert_eq!(merged.kind, tributary::MergeKind::FastForward);
     let after = people(&graph).await;
     assert_eq!(after.get("ada").map(String::as_str), Some("dev"));
-    assert_eq!(after.len(), 2);
+    assert_eq!(after.get("cy").map(String::as_str), Some("streamed"));
+    assert_eq!(after.len(), 3);
     assert_chain(&graph).await;
     let forked = s3
         .dir
         .path()
         .join(format!("graphs/branched/nodes/Person.lance/tree/{lineage}"));
     assert!(forked.is_dir(), "the fork is in the bucket");
+    assert!(forked.join("_mem_wal").is_dir(), "the branch's WAL is in the bucket");
     graph.delete_branch("dev").await.unwrap();
     let report = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
     assert_eq!(report.branches, 1, "{report:?}");
@@ -758,5 +769,5 @@ async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
         })
     }
     assert_eq!(objects(&forked), 0, "the deleted branch's lineage is gone");
-    assert_eq!(people(&graph).await.len(), 2);
+    assert_eq!(people(&graph).await.len(), 3);
 }

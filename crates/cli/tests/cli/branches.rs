@@ -146,15 +146,46 @@ fn branch_commands_print_the_same_embedded_and_remote() {
     assert_eq!(main.status.code(), Some(65), "{main:?}");
     let missing = run(&["branch", "delete", "g", "nope", "--server", &served.url]);
     assert_eq!(missing.status.code(), Some(66), "{missing:?}");
-    let ingest = run(&[
+    // Streaming ingest on a branch: folded into that branch only.
+    let streamed = ndjson(
+        dir.path(),
+        "stream.ndjson",
+        &[r#"{"type":"Person","data":{"name":"dee","age":51}}"#],
+    );
+    ok(&["ingest", &embedded, &streamed, "--branch", "dev"]);
+    ok(&[
         "ingest",
-        &embedded,
-        &on_main,
+        "g",
+        &streamed,
         "--branch",
         "dev",
-        "--no-fold",
+        "--server",
+        &served.url,
     ]);
-    assert_eq!(ingest.status.code(), Some(65), "{ingest:?}");
+    // The server folds in the background: fold now, so both compare.
+    ok(&[
+        "ingest",
+        "fold",
+        "g",
+        "--branch",
+        "dev",
+        "--server",
+        &served.url,
+    ]);
+    let streamed_in = both(&[
+        "read", "G", "Person", "--branch", "dev", "--select", "name,age",
+    ]);
+    assert!(streamed_in.contains("dee"), "{streamed_in}");
+    let trunk = both(&["read", "G", "Person", "--select", "name"]);
+    assert!(!trunk.contains("dee"), "{trunk}");
+    for graph in ["g", embedded.as_str()] {
+        let mut args = vec!["ingest", "status", graph, "--branch", "dev"];
+        if graph == "g" {
+            args.extend(["--server", &served.url]);
+        }
+        let status = ok(&args);
+        assert!(status.contains("Person"), "{status}");
+    }
 
     both(&["branch", "delete", "G", "dev"]);
     let listed = both(&["branch", "list", "G"]);

@@ -752,7 +752,10 @@ async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
         .path()
         .join(format!("graphs/branched/nodes/Person.lance/tree/{lineage}"));
     assert!(forked.is_dir(), "the fork is in the bucket");
-    assert!(forked.join("_mem_wal").is_dir(), "the branch's WAL is in the bucket");
+    assert!(
+        forked.join("_mem_wal").is_dir(),
+        "the branch's WAL is in the bucket"
+    );
     graph.delete_branch("dev").await.unwrap();
     let report = graph.cleanup(std::time::Duration::ZERO).await.unwrap();
     assert_eq!(report.branches, 1, "{report:?}");

@@ -19,7 +19,7 @@ mod metrics;
 mod routes;
 mod tls;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -131,8 +131,6 @@ pub struct AppState {
     /// Each graph opens once, at its first use; its cell is taken under the map's lock,
     /// and filled outside it, so opening (or creating) one graph never holds up another.
     graphs: Mutex<HashMap<String, Arc<OnceCell<Arc<Graph>>>>>,
-    /// (graph, branch) pairs whose background folder runs.
-    folders: Mutex<HashSet<(String, String)>>,
     metrics: metrics::Metrics,
     admission: admission::Admission,
     /// True once the server stops: ingest streams end with a record saying so.
@@ -148,7 +146,6 @@ impl AppState {
             admission: admission::Admission::new(config.limits),
             config,
             graphs: Mutex::new(HashMap::new()),
-            folders: Mutex::new(HashSet::new()),
             metrics: metrics::Metrics::default(),
             stopping: tokio::sync::watch::Sender::new(false),
             sessions: Arc::default(),
@@ -262,15 +259,12 @@ impl AppState {
             .collect()
     }
 
-    /// Folds publish what ingests acknowledge: one background folder per graph and branch,
-    /// started at its first ingest (folds run on `main` only).
+    /// Folds publish what ingests acknowledge: each ingest stream has the graph's
+    /// background folder fold its branch (started at the graph's first stream; a branch
+    /// deleted meanwhile left it, and one made again under the name is taken again here).
     async fn ensure_folder(&self, id: &str, graph: &Arc<Graph>, branch: &str) {
-        let mut folders = self.folders.lock().await;
-        if folders.insert((id.to_owned(), branch.to_owned())) {
-            if let Err(error) = graph.start_folder(branch).await {
-                tracing::warn!(%error, graph = id, "could not start the background folder");
-                folders.remove(&(id.to_owned(), branch.to_owned()));
-            }
+        if let Err(error) = graph.start_folder(branch).await {
+            tracing::warn!(%error, graph = id, "could not start the background folder");
         }
     }
 

@@ -471,6 +471,71 @@ async fn reads_search_commits_and_metrics_over_http() {
     }
 }
 
+/// The ids of `Person` on `branch`'s head.
+async fn ids_on(server: &Server, branch: &str) -> BTreeSet<String> {
+    let rows = server
+        .get_json(&format!("/graphs/g/types/Person?branch={branch}"))
+        .await;
+    rows.as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| r["id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait (up to a minute) until `branch`'s head holds `want`.
+async fn wait_for(server: &Server, branch: &str, want: &[&str]) {
+    let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+    let started = Instant::now();
+    loop {
+        let got = ids_on(server, branch).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{branch}: {got:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stream_to_a_branch_is_folded_in_the_background_and_again_once_it_is_made_again() {
+    let server = start(None, Limits::default()).await;
+    let ingest_on = |branch: &str, line: String| {
+        server
+            .client
+            .post(server.url(&format!("/graphs/g/ingest?branch={branch}")))
+            .header("content-type", "application/x-ndjson")
+            .body(ndjson(&[line]))
+            .send()
+    };
+    let created = server.post("/graphs/g/branches/dev", "").await;
+    assert!(created.status().is_success(), "{created:?}");
+    let acked = ingest_on("dev", person("ada", 36)).await.unwrap();
+    assert_eq!(acked.status(), StatusCode::OK);
+    wait_for(&server, "dev", &["ada"]).await;
+    assert!(ids_on(&server, "main").await.is_empty());
+
+    let deleted = server
+        .client
+        .delete(server.url("/graphs/g/branches/dev"))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{deleted:?}");
+    let created = server.post("/graphs/g/branches/dev", "").await;
+    assert!(created.status().is_success(), "{created:?}");
+    let acked = ingest_on("dev", person("bob", 40)).await.unwrap();
+    assert_eq!(acked.status(), StatusCode::OK);
+    wait_for(&server, "dev", &["bob"]).await;
+    let status = server.get_json("/graphs/g/ingest/status?branch=dev").await;
+    assert_eq!(status["branch"], "dev", "{status}");
+}
+
 /// A bounded load test: 16 connections, 2,000 small ingest requests; zero errors, zero
 /// lost rows. The rate is printed (timing is for the bench notes, not asserted).
 #[tokio::test(flavor = "multi_thread")]

@@ -356,3 +356,29 @@ async fn a_producer_marks_are_per_branch_and_start_afresh_on_a_branch_made_again
     graph.fold("dev").await.unwrap();
     assert_eq!(people(&graph, "dev", false).await, ["ada", "bob", "cy"]);
 }
+
+#[tokio::test]
+async fn a_halted_fold_on_a_branch_is_reported_on_that_branch_only() {
+    let (_dir, _uri, graph) = streamed_graph().await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    send(&graph, "dev", &[edge("WorksAt", "ada", "nowhere")]).await;
+    let halted = graph
+        .fold_with_policy("dev", tributary::RejectPolicy::Halt)
+        .await
+        .unwrap_err();
+    let dev = graph.ingest_status("dev").await.unwrap();
+    let main = graph.ingest_status("main").await.unwrap();
+    assert!(dev.fold_error.is_some(), "{halted}: {dev:?}");
+    assert_eq!(main.fold_error, None, "{main:?}");
+    // A fold of `main` does not clear the branch's error; the branch's own fold does.
+    send(&graph, "main", &[person("bob", 40)]).await;
+    graph.fold("main").await.unwrap();
+    assert!(graph
+        .ingest_status("dev")
+        .await
+        .unwrap()
+        .fold_error
+        .is_some());
+    graph.fold("dev").await.unwrap();
+    assert_eq!(graph.ingest_status("dev").await.unwrap().fold_error, None);
+}

@@ -46,8 +46,18 @@ async fn drain_claimed(
     }
 }
 
-/// The last failed fold, for `ingest status` (a note, not graph state).
-const FOLD_ERROR_PATH: &str = "__status/fold_error.json";
+/// The last failed fold of a branch, for `ingest status` (a note, not graph state):
+/// `main`'s at `__status/fold_error.json`, another branch's under its lineage (so a branch
+/// made again under the name starts with none).
+fn fold_error_path(lineage: Option<&str>) -> String {
+    match lineage {
+        None => "__status/fold_error.json".to_owned(),
+        Some(lineage) => format!(
+            "__status/{}/fold_error.json",
+            tributary_write::path_segment(lineage)
+        ),
+    }
+}
 
 fn now_micros() -> i64 {
     SystemTime::now()
@@ -140,7 +150,8 @@ impl Graph {
         match &result {
             Ok(outcome) => {
                 if let Some(commit) = &outcome.commit {
-                    self.record_fold_error(None).await;
+                    self.record_fold_error(branch, lineage.as_deref(), None)
+                        .await;
                     tracing::info!(commit = %commit.id, rows = ?outcome.rows, rejected = outcome.rejected, "folded");
                 }
             }
@@ -149,7 +160,8 @@ impl Graph {
                 if everything {
                     self.streaming.marks_unsettled();
                 }
-                self.record_fold_error(Some(error.to_string())).await;
+                self.record_fold_error(branch, lineage.as_deref(), Some(error.to_string()))
+                    .await;
             }
         }
         result
@@ -258,30 +270,34 @@ impl Graph {
 
     /// Keep the last fold's failure where `ingest status` of any process finds it (a
     /// halted fold stays halted until the offending rows are dealt with).
-    async fn record_fold_error(&self, error: Option<String>) {
-        if !self.streaming.set_fold_error(error.clone()) {
+    async fn record_fold_error(
+        &self,
+        branch: &BranchName,
+        lineage: Option<&str>,
+        error: Option<String>,
+    ) {
+        if !self.streaming.set_fold_error(branch, error.clone()) {
             return;
         }
+        let path = fold_error_path(lineage);
         let written = match error {
             Some(message) => {
                 let note = serde_json::json!({ "error": message, "time_micros": now_micros() });
-                self.store
-                    .put(FOLD_ERROR_PATH, note.to_string().into_bytes())
-                    .await
+                self.store.put(&path, note.to_string().into_bytes()).await
             }
-            None => self.store.delete(FOLD_ERROR_PATH).await,
+            None => self.store.delete(&path).await,
         };
         if let Err(error) = written {
             tracing::warn!(%error, "could not record the fold's outcome for status");
         }
     }
 
-    /// Why the last fold of this graph failed, if it did (recorded by whichever process
-    /// ran it; cleared by the next successful fold).
-    pub async fn last_fold_error(&self) -> Result<Option<String>> {
+    /// Why the last fold of the branch whose lineage is `lineage` failed, if it did
+    /// (recorded by whichever process ran it; cleared by the next successful fold).
+    pub(crate) async fn last_fold_error(&self, lineage: Option<&str>) -> Result<Option<String>> {
         let Some(bytes) = self
             .store
-            .get(FOLD_ERROR_PATH)
+            .get(&fold_error_path(lineage))
             .await
             .context(StorageSnafu)?
         else {

@@ -175,7 +175,7 @@ impl Graph {
             branch: branch.to_owned(),
             tables,
             last_fold: head.and_then(|head| head.last_fold),
-            fold_error: self.last_fold_error().await?,
+            fold_error: self.last_fold_error(lineage.as_deref()).await?,
             producers: self.producer_status(branch, &folded).await?,
             owned_shards: self
                 .settings

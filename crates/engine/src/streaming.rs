@@ -113,8 +113,9 @@ pub(crate) struct Streaming {
     /// When this process acknowledged its oldest write that no fold has cut yet, per
     /// branch.
     oldest_unfolded: SyncMutex<HashMap<String, Instant>>,
-    /// Why the last fold failed (`Some(None)`: it did not; `None`: no fold ran here yet).
-    last_error: SyncMutex<Option<Option<String>>>,
+    /// Why the last fold of each branch failed (`None`: it did not; absent: no fold of
+    /// it ran here yet).
+    last_error: SyncMutex<HashMap<String, Option<String>>>,
     pub(crate) folder: Mutex<Option<Folder>>,
     /// A send with patches reads the rows it patches and writes them whole: it holds this
     /// exclusively, every other send shared, so no write of this process lands between
@@ -210,6 +211,10 @@ impl Streaming {
         self.write().retain(|(_, b), _| b != branch);
         self.clocks().remove(branch);
         self.marks().marks.retain(|(b, _), _| b != branch);
+        self.last_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(branch);
     }
 
     /// Take every warm writer out (to close them).
@@ -251,11 +256,10 @@ impl Streaming {
         *oldest = (*oldest).min(at);
     }
 
-    /// Remember the last fold's error; true when it differs from what was remembered.
-    pub(crate) fn set_fold_error(&self, error: Option<String>) -> bool {
+    /// Remember the last fold's error on `branch`; true when it differs from what was
+    /// remembered.
+    pub(crate) fn set_fold_error(&self, branch: &str, error: Option<String>) -> bool {
         let mut last = self.last_error.lock().unwrap_or_else(|e| e.into_inner());
-        let changed = last.as_ref() != Some(&error);
-        *last = Some(error);
-        changed
+        last.insert(branch.to_owned(), error.clone()) != Some(error)
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 use tributary::{At, ErrorKind, Graph, ReadOptions};
 use tributary_tests::{company, edge, ndjson, person, quickly_folding, temp_graph};
 
-use crate::columns::sorted_strings;
+use arrow_array::{Array, Int32Array, StringArray};
+
+use crate::columns::{column, sorted_strings};
 
 async fn send(graph: &Graph, branch: &str, lines: &[String]) -> tributary::IngestAck {
     let ack = graph
@@ -187,6 +189,80 @@ async fn a_deleted_branch_takes_no_more_acknowledgements_from_a_warm_writer_else
     assert_eq!(people(&writer, "dev", true).await, ["ada", "dee"]);
     writer.fold("dev").await.unwrap();
     assert_eq!(people(&graph, "dev", false).await, ["ada", "dee"]);
+}
+
+#[tokio::test]
+async fn a_warm_writer_acknowledges_nothing_once_cleanup_removed_its_deleted_branch() {
+    let (_dir, uri, graph) = streamed_graph().await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let writer = Graph::open(&uri).await.unwrap();
+    let stream = writer.ingest("dev").unwrap();
+    let ack = stream.send(1, &ndjson(&[person("bob", 40)])).await.unwrap();
+    assert_eq!(ack.durable_rows, 1);
+    // The delete seals the lineage's shards; the cleanup then removes the whole lineage,
+    // its seals and fence markers with it.
+    graph.delete_branch("dev").await.unwrap();
+    let report = graph.cleanup(Duration::ZERO).await.unwrap();
+    assert_eq!(report.branches, 1, "{report:?}");
+    let refused = stream
+        .send(2, &ndjson(&[person("cy", 50)]))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::NotFound, "{refused}");
+    // A branch made again under the name does not take the old stream's sends either.
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let refused = stream
+        .send(3, &ndjson(&[person("dee", 60)]))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::NotFound, "{refused}");
+    // A new stream does.
+    send(&writer, "dev", &[person("eve", 70)]).await;
+    writer.fold("dev").await.unwrap();
+    assert_eq!(people(&graph, "dev", false).await, ["ada", "eve"]);
+}
+
+#[tokio::test]
+async fn a_patch_streamed_to_a_branch_patches_the_branch_row() {
+    let (_dir, _uri, graph) = streamed_graph().await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    // `ada` is 36 on `main`; on `dev` she is 40 and has a bio, and `bob` exists there only.
+    send(
+        &graph,
+        "dev",
+        &[
+            r#"{"type":"Person","data":{"name":"ada","age":40,"bio":"on dev"}}"#.to_owned(),
+            person("bob", 20),
+        ],
+    )
+    .await;
+    send(
+        &graph,
+        "dev",
+        &[
+            r#"{"type":"Person","patch":{"name":"ada","bio":"patched"}}"#.to_owned(),
+            r#"{"type":"Person","patch":{"name":"bob","age":21}}"#.to_owned(),
+        ],
+    )
+    .await;
+    graph.fold("dev").await.unwrap();
+    let row = |key: &'static str, branch: &'static str| {
+        let graph = &graph;
+        async move {
+            let batch = graph
+                .get("Person", key, &At::branch(branch).unwrap())
+                .await
+                .unwrap()
+                .unwrap();
+            let age = column::<Int32Array>(&batch, "age").value(0);
+            let bio = column::<StringArray>(&batch, "bio");
+            (age, bio.is_valid(0).then(|| bio.value(0).to_owned()))
+        }
+    };
+    // The patch kept the branch's age, not `main`'s, and found `bob`, who is on `dev` only.
+    assert_eq!(row("ada", "dev").await, (40, Some("patched".to_owned())));
+    assert_eq!(row("bob", "dev").await, (21, None));
+    assert_eq!(row("ada", "main").await, (36, None));
 }
 
 #[tokio::test]

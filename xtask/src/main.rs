@@ -150,7 +150,44 @@ fn test(extra: &[String]) -> Result {
             "tributary/failpoints",
         ])?)?;
     }
-    Ok(())
+    python_tests()
+}
+
+/// The Python client's tests, against the `tributary` binary the tests just built, in a
+/// virtual environment of the project's own (`target/python-venv`) with the client and
+/// its dependencies installed from PyPI (`python/pyproject.toml`).
+fn python_tests() -> Result {
+    let venv = target_dir().join("python-venv");
+    let python = venv.join("bin").join("python");
+    if !python.exists() {
+        let interpreter = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        let mut create = Command::new(&interpreter);
+        create.args(["-m", "venv"]).arg(&venv);
+        run(create).map_err(|e| {
+            format!("{e}: the Python client's tests need Python 3.9 or later as `{interpreter}` (or set PYTHON)")
+        })?;
+    }
+    let mut install = Command::new(&python);
+    install
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-e",
+        ])
+        .arg(format!("{}[test]", root().join("python").display()));
+    run(install)?;
+    let mut pytest = Command::new(&python);
+    pytest
+        .args(["-m", "pytest", "-q"])
+        .arg(root().join("python").join("tests"))
+        .env(
+            "TRIBUTARY_BIN",
+            target_dir().join("debug").join("tributary"),
+        );
+    run(pytest)
 }
 
 fn bench(extra: &[String]) -> Result {

@@ -201,7 +201,7 @@ impl Graph {
         }
         let head = self.publisher.head(name).await.context(PublishSnafu)?;
         self.seal_lineage(&head).await?;
-        self.streaming.forget_branch(name);
+        self.streaming.forget_branch(name, head.lineage.as_deref());
         self.publisher
             .delete_branch(name, &head.id)
             .await

@@ -197,6 +197,16 @@ impl Graph {
             for path in tables {
                 removed &= self.drop_lineage(path, lineage).await?;
             }
+            if removed {
+                // What streams kept beside the lineage: producer marks and leases, the
+                // last fold error.
+                for dir in [
+                    tributary_write::producers_dir(lineage),
+                    format!("__status/{}", tributary_write::path_segment(lineage)),
+                ] {
+                    self.store.delete_tree(&dir).await.context(StorageSnafu)?;
+                }
+            }
             Ok(removed)
         }
         .await;

@@ -31,7 +31,7 @@ pub enum Error {
 
     /// A stream's branch was deleted under it: its shards are sealed, so nothing sent
     /// after the delete is acknowledged.
-    #[snafu(display("branch `{branch}` was deleted while this stream wrote to it; lines from here on were not written"))]
+    #[snafu(display("branch `{branch}` was deleted while this stream wrote to it (or a delete of it stopped midway: run `branch delete` again); lines from here on were not acknowledged"))]
     BranchDeleted { branch: String },
 
     #[snafu(display("a load needs at least one row; the input holds none"))]

@@ -1,7 +1,7 @@
 //! Folding, from the engine: the cut over this process's writers, the fold itself (in
 //! `tributary_write`), the background folder, and the dead letters.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -143,9 +143,11 @@ impl Graph {
         let result: Result<FoldOutcome> = async {
             let cutting = std::time::Instant::now();
             // Read before the cut: every line under these marks is durable by then.
-            let mut producers = self.producer_marks_to_fold(branch, everything).await?;
-            self.cut(branch, lineage.as_deref(), claim).await?;
-            if !everything && self.streaming.own_marks(branch).is_none() {
+            let mut producers = self
+                .producer_marks_to_fold(branch, lineage.as_deref(), everything)
+                .await?;
+            self.cut(lineage.as_deref(), claim).await?;
+            if !everything && self.streaming.own_marks(lineage.as_deref()).is_none() {
                 // A writer of this process was fenced during the cut.
                 producers.clear();
             }
@@ -215,11 +217,11 @@ impl Graph {
     /// its shard has another writer now); then every shard whose WAL still holds rows no
     /// generation does, and that no writer of this process holds, is claimed per `claim`
     /// (opening a writer replays its tail, closing it flushes). `lineage` is the branch's.
-    async fn cut(&self, branch: &str, lineage: Option<&str>, claim: Claim) -> Result<()> {
+    async fn cut(&self, lineage: Option<&str>, claim: Claim) -> Result<()> {
         // No writer of this process opens during the cut: an open replays a tail, and a
         // writer opened after the freeze below would keep it out of the fold.
         let _opening = self.streaming.opening.lock().await;
-        for writer in self.streaming.writers_of(branch) {
+        for writer in self.streaming.writers_of(lineage) {
             match writer.freeze(self.settings.writer.flush_patience).await {
                 Ok(()) => {}
                 Err(error) if error.is_fenced() => {
@@ -241,7 +243,7 @@ impl Graph {
             Claim::All => None,
             Claim::IdleFor(idle) => Some(idle),
         };
-        for (path, held) in self.shards_without_writer(branch) {
+        for (path, held) in self.shards_without_writer(lineage) {
             let at = MemWalTable::on(&path, lineage);
             let tails: Vec<_> = self
                 .wal_tails(&at, idle_for)
@@ -340,7 +342,7 @@ impl Graph {
         let mut oldest_flush: Option<SystemTime> = None;
         for ty in self.catalog().types.iter().filter(|t| t.stream.is_some()) {
             let path = ty.table_path();
-            if let Some(writer) = self.streaming.writer(&path, branch) {
+            if let Some(writer) = self.streaming.writer(&path, lineage.as_deref()) {
                 bytes += writer.unflushed_bytes() as u64;
             }
             let at = MemWalTable::on(&path, lineage.as_deref());
@@ -366,14 +368,14 @@ impl Graph {
             generations > 0 && (generations >= triggers.pending_generations || lagging);
         Ok(generations_due
             || bytes >= triggers.pending_bytes
-            || self.stranded(branch, lineage.as_deref()).await?)
+            || self.stranded(lineage.as_deref()).await?)
     }
 
     /// Whether a shard no writer of this process holds has a WAL tail idle for
     /// `stranded_after`: rows a writer that is gone left behind.
-    async fn stranded(&self, branch: &str, lineage: Option<&str>) -> Result<bool> {
+    async fn stranded(&self, lineage: Option<&str>) -> Result<bool> {
         let idle_for = Some(self.settings.triggers.stranded_after);
-        for (path, held) in self.shards_without_writer(branch) {
+        for (path, held) in self.shards_without_writer(lineage) {
             let tails = self
                 .wal_tails(&MemWalTable::on(&path, lineage), idle_for)
                 .await?;
@@ -384,16 +386,19 @@ impl Graph {
         Ok(false)
     }
 
-    /// The `@stream` tables of `branch` some of whose shards no writer of this process
+    /// The `@stream` tables on `lineage` some of whose shards no writer of this process
     /// holds (all of them, unless it owns only some shards), each with the shards it does
     /// hold: WAL tails of the others, if any, were left by writers elsewhere (or gone).
-    fn shards_without_writer(&self, branch: &str) -> Vec<(TablePath, HashSet<uuid::Uuid>)> {
+    fn shards_without_writer(
+        &self,
+        lineage: Option<&str>,
+    ) -> Vec<(TablePath, HashSet<uuid::Uuid>)> {
         self.catalog()
             .types
             .iter()
             .filter(|t| t.stream.is_some())
             .map(|t| t.table_path())
-            .filter_map(|path| match self.streaming.writer(&path, branch) {
+            .filter_map(|path| match self.streaming.writer(&path, lineage) {
                 None => Some((path, HashSet::new())),
                 Some(writer) if writer.holds_every_shard() => None,
                 Some(writer) => {
@@ -434,30 +439,38 @@ impl Graph {
         branches.add(branch);
         let folding = branches.clone();
         let task = tokio::spawn(async move {
-            // After a failed fold, wait longer before the next attempt (a halted fold
-            // fails the same way until someone acts).
-            let mut backoff = 0u32;
+            // After a failed fold of a branch, that branch waits longer before its next
+            // attempt (a halted fold fails the same way until someone acts); the others
+            // keep their pace.
+            let mut waits: HashMap<BranchName, (std::time::Instant, u32)> = HashMap::new();
             while let Some(poll) = graph.upgrade().map(|g| g.settings.triggers.poll) {
                 tokio::select! {
-                    _ = tokio::time::sleep(poll * (1 + backoff)) => {}
+                    _ = tokio::time::sleep(poll) => {}
                     _ = stopped.changed() => break,
                 }
                 let Some(graph) = graph.upgrade() else { break };
-                let mut failed = false;
-                for branch in folding.list() {
+                for (branch, added) in folding.list() {
+                    let now = std::time::Instant::now();
+                    if waits.get(&branch).is_some_and(|(until, _)| now < *until) {
+                        continue;
+                    }
                     match graph.fold_if_due(&branch).await {
-                        Ok(()) => {}
+                        Ok(()) => {
+                            waits.remove(&branch);
+                        }
                         Err(error) if error.is_branch_gone() => {
                             tracing::info!(%branch, "the branch is gone; no longer folding it");
-                            folding.remove(&branch);
+                            folding.remove(&branch, added);
+                            waits.remove(&branch);
                         }
                         Err(error) => {
                             tracing::warn!(%error, %branch, "background fold failed");
-                            failed = true;
+                            let wait = waits.entry(branch).or_insert((now, 0));
+                            wait.1 = (wait.1 * 2 + 1).min(40);
+                            wait.0 = now + poll * wait.1;
                         }
                     }
                 }
-                backoff = if failed { (backoff * 2 + 1).min(40) } else { 0 };
             }
         });
         *folder = Some(Folder {

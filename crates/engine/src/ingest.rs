@@ -81,6 +81,9 @@ enum TableWrite<'a> {
 pub struct Ingestor<'g> {
     graph: &'g Graph,
     branch: BranchName,
+    /// The branch's lineage, read from its head at the first send and fixed for the
+    /// stream: a branch deleted (and made again) under the stream refuses its sends.
+    lineage: tokio::sync::OnceCell<Option<String>>,
     strict: bool,
     producer: Option<Producer>,
 }
@@ -160,30 +163,34 @@ impl Graph {
         Ok(Ingestor {
             graph: self,
             branch: options.branch.clone(),
+            lineage: tokio::sync::OnceCell::new(),
             strict: options.strict,
             producer: options.producer.clone(),
         })
     }
 
-    /// The warm writer of a table on a branch (on the branch's lineage), enrolling the
-    /// table at its first write there.
-    async fn table_writer(&self, type_name: &str, branch: &str) -> Result<Arc<TableWriter>> {
+    /// The warm writer of a table on `branch`'s lineage `lineage`, enrolling the table at
+    /// its first write there.
+    async fn table_writer(
+        &self,
+        type_name: &str,
+        branch: &str,
+        lineage: Option<&str>,
+    ) -> Result<Arc<TableWriter>> {
         let ty = &self.type_def(type_name)?;
         let path = ty.table_path();
-        if let Some(writer) = self.streaming.writer(&path, branch) {
+        if let Some(writer) = self.streaming.writer(&path, lineage) {
             return Ok(writer);
         }
         let _opening = self.streaming.opening.lock().await;
-        if let Some(writer) = self.streaming.writer(&path, branch) {
+        if let Some(writer) = self.streaming.writer(&path, lineage) {
             return Ok(writer);
         }
         self.store
             .check_conditional_put()
             .await
             .map_err(|source| Error::Storage { source })?;
-        let branch_name = crate::graph::branch(branch)?;
-        let lineage = self.lineage_of(&branch_name).await?;
-        let at = MemWalTable::on(&path, lineage.as_deref());
+        let at = MemWalTable::on(&path, lineage);
         let enrolled = self.enrolled(ty, &at).await?;
         let owned = self.settings.owned_shards.as_ref();
         let mut opened = TableWriter::open(&enrolled, owned).await;
@@ -223,8 +230,7 @@ impl Graph {
         if writer.unflushed_rows().await.map_err(Error::from_memwal)? > 0 {
             self.streaming.acknowledged(branch);
         }
-        self.streaming
-            .keep(path.to_string(), branch.to_owned(), writer.clone());
+        self.streaming.keep(writer.clone());
         Ok(writer)
     }
 }
@@ -273,6 +279,23 @@ impl Ingestor<'_> {
         &self.branch
     }
 
+    /// The lineage the stream writes: its branch's when it first sent.
+    async fn lineage(&self) -> Result<Option<&str>> {
+        let lineage = self
+            .lineage
+            .get_or_try_init(|| self.graph.lineage_of(&self.branch))
+            .await?;
+        Ok(lineage.as_deref())
+    }
+
+    /// The warm writer of `type_name`'s table on the stream's lineage.
+    async fn writer_of(&self, type_name: &str) -> Result<Arc<TableWriter>> {
+        let lineage = self.lineage().await?;
+        self.graph
+            .table_writer(type_name, &self.branch, lineage)
+            .await
+    }
+
     /// Validate NDJSON `text` whose first line is line `first_line`, write every valid
     /// row, and return once they are durable. Invalid lines are listed, never written.
     pub async fn send(&self, first_line: u64, text: &str) -> Result<IngestAck> {
@@ -296,7 +319,8 @@ impl Ingestor<'_> {
         ) else {
             return Err(Error::SequenceOverflow);
         };
-        let mut held = producer.hold(self.graph, &self.branch).await?;
+        let lineage = self.lineage().await?;
+        let mut held = producer.hold(self.graph, &self.branch, lineage).await?;
         held.check_order(producer.id(), first_line)?;
         // Sequences rise with lines, so the lines acknowledged before are a prefix.
         let duplicates = held
@@ -326,8 +350,7 @@ impl Ingestor<'_> {
             let sequence = producer
                 .sequence_of(settled_through)
                 .ok_or(Error::SequenceOverflow)?;
-            held.raise(self.graph, &self.branch, producer.id(), sequence)
-                .await?;
+            held.raise(self.graph, producer.id(), sequence).await?;
         }
         held.settled(settled_through);
         Ok(ack)
@@ -486,7 +509,7 @@ impl Ingestor<'_> {
             if keys.is_empty() {
                 continue;
             }
-            let writer = self.graph.table_writer(type_name, &self.branch).await?;
+            let writer = self.writer_of(type_name).await?;
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
             writer.check_owned(&keys).map_err(Error::from_memwal)?;
         }
@@ -497,12 +520,12 @@ impl Ingestor<'_> {
     /// writer that opens replays what every other process acknowledged, so the fresh view
     /// holds every acknowledged row. A warm writer another process fenced reopens.
     async fn own_shards_of(&self, type_name: &str) -> Result<()> {
-        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        let writer = self.writer_of(type_name).await?;
         match writer.check_fenced().await {
             Err(error) if error.is_fenced() => {
                 self.graph.streaming.evict(&writer);
                 tokio::time::sleep(CLAIM_GRACE).await;
-                self.graph.table_writer(type_name, &self.branch).await?;
+                self.writer_of(type_name).await?;
                 Ok(())
             }
             result => result.map_err(Error::from_memwal),
@@ -511,7 +534,7 @@ impl Ingestor<'_> {
 
     /// The rows of `ty` whose keys are `keys`, as a fresh read sees them now.
     async fn fresh_rows(&self, ty: &TypeDef, keys: Vec<String>) -> Result<RecordBatch> {
-        let view = crate::read::View::fresh(crate::graph::At::default());
+        let view = crate::read::View::fresh(crate::graph::At::Branch(self.branch.clone()));
         let head = self.graph.snapshot(&view.at).await?;
         self.graph.rows_by_key(&head, ty, &keys, &view).await
     }
@@ -560,10 +583,32 @@ impl Ingestor<'_> {
                 })
             });
         let rows = try_join_all(writes).await?.into_iter().sum();
+        self.check_branch_stands().await?;
         if rows > 0 {
             self.graph.streaming.acknowledged(&self.branch);
         }
         Ok(rows)
+    }
+
+    /// A branch other than `main` must still be the one the stream began on, after its
+    /// rows are durable and before they are acknowledged: a delete seals the branch's
+    /// shards (fencing this stream's writers) before its head goes, and a cleanup may
+    /// remove the lineage, seals included, only after that; a head that still names the
+    /// lineage once the rows are durable means the delete, if any, came after them.
+    /// One head read per send, on branches only (`main` cannot be deleted).
+    async fn check_branch_stands(&self) -> Result<()> {
+        let Some(lineage) = self.lineage().await? else {
+            return Ok(());
+        };
+        let deleted = || Error::BranchDeleted {
+            branch: self.branch.to_string(),
+        };
+        match self.graph.lineage_of(&self.branch).await {
+            Ok(now) if now.as_deref() == Some(lineage) => Ok(()),
+            Ok(_) => Err(deleted()),
+            Err(error) if error.is_branch_gone() => Err(deleted()),
+            Err(error) => Err(error),
+        }
     }
 }
 
@@ -626,7 +671,7 @@ impl Ingestor<'_> {
         };
         let fenced =
             |error: &Error| matches!(error, Error::MemWal { source } if source.is_fenced());
-        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        let writer = self.writer_of(type_name).await?;
         match on(writer.clone()).await {
             Err(error) if fenced(&error) && !retry_fenced => {
                 self.graph.streaming.evict(&writer);
@@ -640,7 +685,7 @@ impl Ingestor<'_> {
                 // moment before taking the shard back, or the two take it from each other
                 // in turns and the claim never completes.
                 tokio::time::sleep(CLAIM_GRACE).await;
-                let writer = self.graph.table_writer(type_name, &self.branch).await?;
+                let writer = self.writer_of(type_name).await?;
                 on(writer).await
             }
             result => result,
@@ -658,7 +703,7 @@ impl Ingestor<'_> {
         let ty = catalog.get(type_name).ok_or_else(|| Error::UnknownType {
             name: type_name.to_owned(),
         })?;
-        let writer = self.graph.table_writer(type_name, &self.branch).await?;
+        let writer = self.writer_of(type_name).await?;
         if writer.schema().fields().len() != ty.arrow_schema().fields().len() {
             // The table changed and its schema is not published yet: a change in flight.
             return Err(Error::SchemaChanging {
@@ -753,10 +798,7 @@ impl Ingestor<'_> {
     /// Open (claim) the writers of `type_name` now rather than at its first send. Opening
     /// replays the shard's durable WAL into memory, so a fresh read in this process sees it.
     pub async fn warm(&self, type_name: &str) -> Result<()> {
-        self.graph
-            .table_writer(type_name, &self.branch)
-            .await
-            .map(|_| ())
+        self.writer_of(type_name).await.map(|_| ())
     }
 }
 

@@ -149,10 +149,19 @@ fn lease_dir(scope: &str, producer: &str) -> String {
     format!("{}/{}", producers_dir(scope), path_segment(producer))
 }
 
+/// Where a producer's marks and leases are on the branch whose lineage is `lineage`:
+/// `main`'s under `main`, another branch's under its lineage (unique to that branch, and
+/// never a branch name: it holds a `.`, so it cannot be `main`).
+fn scope_of(lineage: Option<&str>) -> String {
+    lineage
+        .unwrap_or(tributary_publisher::MAIN_BRANCH)
+        .to_owned()
+}
+
 pub(crate) struct Held {
     lease: Lease,
-    /// Where the producer's mark and lease are: `main`, or the branch's lineage.
-    scope: String,
+    /// The lineage of the stream's branch.
+    lineage: Option<String>,
     /// The mark when the lease was taken (what earlier holders acknowledged).
     taken_at: Option<u64>,
     pub(crate) mark: Option<u64>,
@@ -167,6 +176,7 @@ impl Producer {
         &self,
         graph: &Graph,
         branch: &str,
+        lineage: Option<&str>,
     ) -> Result<tokio::sync::MutexGuard<'_, Held>> {
         let held = self
             .held
@@ -174,7 +184,7 @@ impl Producer {
                 let id = &self.id;
                 let what =
                     format!("the lease of producer `{id}` on branch `{branch}`: an ingest stream");
-                let scope = graph.producer_scope(branch).await?;
+                let scope = scope_of(lineage);
                 let dir = lease_dir(&scope, id);
                 let acquired =
                     Lease::try_acquire(&graph.store, &dir, &what, Some(LEASE_PATIENCE)).await?;
@@ -191,7 +201,7 @@ impl Producer {
                 let mark = graph.acknowledged_mark(&scope, id).await?;
                 Ok(tokio::sync::Mutex::new(Held {
                     lease,
-                    scope,
+                    lineage: lineage.map(str::to_owned),
                     taken_at: mark,
                     mark,
                     next_line: 1,
@@ -240,7 +250,6 @@ impl Held {
     pub(crate) async fn raise(
         &mut self,
         graph: &Graph,
-        branch: &str,
         producer: &str,
         sequence: u64,
     ) -> Result<()> {
@@ -263,13 +272,19 @@ impl Held {
         let bytes = serde_json::to_vec(&record).unwrap_or_default();
         graph
             .store
-            .put(&mark_path(&self.scope, producer), bytes)
+            .put(
+                &mark_path(&scope_of(self.lineage.as_deref()), producer),
+                bytes,
+            )
             .await
             .context(StorageSnafu)?;
         self.mark = Some(sequence);
-        graph
-            .streaming
-            .producer_acknowledged(branch, producer, self.taken_at, sequence);
+        graph.streaming.producer_acknowledged(
+            self.lineage.as_deref(),
+            producer,
+            self.taken_at,
+            sequence,
+        );
         Ok(())
     }
 }
@@ -288,25 +303,18 @@ impl Graph {
             })
     }
 
-    /// Where `branch`'s producer marks and leases are: `main`'s under its name, another
-    /// branch's under its lineage (unique to that branch, never a branch name).
-    async fn producer_scope(&self, branch: &str) -> Result<String> {
-        let name = crate::graph::branch(branch)?;
-        Ok(self
-            .lineage_of(&name)
-            .await?
-            .unwrap_or_else(|| name.to_string()))
-    }
-
-    /// The acknowledged mark of `producer` in `scope` (see [`Graph::producer_scope`]).
+    /// The acknowledged mark of `producer` in `scope` (see [`scope_of`]).
     async fn acknowledged_mark(&self, scope: &str, producer: &str) -> Result<Option<u64>> {
         let mark = self.read_mark(&mark_path(scope, producer)).await?;
         Ok(mark.map(|record| record.sequence))
     }
 
-    /// Every producer's acknowledged mark on `branch`.
-    pub(crate) async fn acknowledged_marks(&self, branch: &str) -> Result<BTreeMap<String, u64>> {
-        let dir = producers_dir(&self.producer_scope(branch).await?);
+    /// Every producer's acknowledged mark on the branch whose lineage is `lineage`.
+    pub(crate) async fn acknowledged_marks(
+        &self,
+        lineage: Option<&str>,
+    ) -> Result<BTreeMap<String, u64>> {
+        let dir = producers_dir(&scope_of(lineage));
         let mut marks = BTreeMap::new();
         for name in self.store.list(&dir).await.context(StorageSnafu)? {
             if !name.ends_with(".json") {
@@ -330,10 +338,10 @@ impl Graph {
     /// Each producer's acknowledged and folded marks on `branch`.
     pub(crate) async fn producer_status(
         &self,
-        branch: &str,
+        lineage: Option<&str>,
         folded: &BTreeMap<String, u64>,
     ) -> Result<Vec<ProducerStatus>> {
-        let acknowledged = self.acknowledged_marks(branch).await?;
+        let acknowledged = self.acknowledged_marks(lineage).await?;
         let mut names: Vec<&String> = acknowledged.keys().chain(folded.keys()).collect();
         names.sort();
         names.dedup();
@@ -358,13 +366,14 @@ impl Graph {
     pub(crate) async fn producer_marks_to_fold(
         &self,
         branch: &str,
+        lineage: Option<&str>,
         everything: bool,
     ) -> Result<BTreeMap<String, u64>> {
         if everything {
             self.streaming.marks_settled();
-            return self.acknowledged_marks(branch).await;
+            return self.acknowledged_marks(lineage).await;
         }
-        let own = match self.streaming.own_marks(branch) {
+        let own = match self.streaming.own_marks(lineage) {
             Some(own) if !own.is_empty() => own,
             _ => return Ok(BTreeMap::new()),
         };

@@ -293,12 +293,9 @@ impl Graph {
             return Err(Error::FreshAtCommit);
         }
         let base = self.open_table(snapshot, ty).await?;
-        // A writer of an earlier branch of the same name (deleted, made again) is not
-        // this branch's.
         let writer = if view.fresh {
             self.streaming
-                .writer(&ty.table_path(), &snapshot.branch)
-                .filter(|w| w.at().lineage() == snapshot.lineage.as_deref())
+                .writer(&ty.table_path(), snapshot.lineage.as_deref())
         } else {
             None
         };

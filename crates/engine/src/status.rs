@@ -159,7 +159,7 @@ impl Graph {
                     wal_only_rows,
                 });
             }
-            if let Some(writer) = self.streaming.writer(&path, branch) {
+            if let Some(writer) = self.streaming.writer(&path, lineage.as_deref()) {
                 status.unflushed_rows =
                     writer.unflushed_rows().await.map_err(Error::from_memwal)?;
                 status.unflushed_bytes = writer.unflushed_bytes() as u64;
@@ -176,7 +176,7 @@ impl Graph {
             tables,
             last_fold: head.and_then(|head| head.last_fold),
             fold_error: self.last_fold_error(lineage.as_deref()).await?,
-            producers: self.producer_status(branch, &folded).await?,
+            producers: self.producer_status(lineage.as_deref(), &folded).await?,
             owned_shards: self
                 .settings
                 .owned_shards

@@ -3,7 +3,7 @@
 //! background folder's handle, and the triggers it folds on. Ingest, the fold's cut,
 //! fresh reads and status reach it through the graph; it knows nothing of them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex as SyncMutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -56,14 +56,16 @@ pub(crate) struct OwnMark {
 /// process's writers (a fenced writer's lines are in another process's memory).
 #[derive(Debug, Default)]
 struct OwnMarks {
-    /// By (branch, producer).
-    marks: std::collections::BTreeMap<(String, String), OwnMark>,
+    /// By (lineage, producer).
+    marks: std::collections::BTreeMap<(Option<String>, String), OwnMark>,
     /// A writer was fenced since a fold last read every acknowledged mark.
     unsettled: bool,
 }
 
-/// (table path, branch) → its warm writer.
-type WriterMap = HashMap<(String, String), Arc<TableWriter>>;
+/// (table path, lineage: `None` for `main`'s) → its warm writer. Keyed by lineage, not
+/// branch name: a writer of a branch deleted and made again under the name is never the
+/// new branch's.
+type WriterMap = HashMap<(String, Option<String>), Arc<TableWriter>>;
 
 /// The running background folder: how to stop it, its task, and the branches it folds.
 pub(crate) struct Folder {
@@ -79,25 +81,39 @@ impl Folder {
     }
 }
 
-/// The branches a background folder folds, shared with its task.
+/// The branches a background folder folds, shared with its task: each with the number of
+/// the `add` that put it there, so the task's removal of a branch it found gone cannot
+/// undo a later `add` of a branch made again under the name.
 #[derive(Clone, Default)]
-pub(crate) struct FolderBranches(Arc<SyncMutex<BTreeSet<BranchName>>>);
+pub(crate) struct FolderBranches(Arc<SyncMutex<(BTreeMap<BranchName, u64>, u64)>>);
 
 impl FolderBranches {
-    fn held(&self) -> std::sync::MutexGuard<'_, BTreeSet<BranchName>> {
+    fn held(&self) -> std::sync::MutexGuard<'_, (BTreeMap<BranchName, u64>, u64)> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub(crate) fn add(&self, branch: BranchName) {
-        self.held().insert(branch);
+        let mut held = self.held();
+        held.1 += 1;
+        let added = held.1;
+        held.0.insert(branch, added);
     }
 
-    pub(crate) fn remove(&self, branch: &BranchName) {
-        self.held().remove(branch);
+    /// Remove `branch` unless it was added again since `added`.
+    pub(crate) fn remove(&self, branch: &BranchName, added: u64) {
+        let mut held = self.held();
+        if held.0.get(branch) == Some(&added) {
+            held.0.remove(branch);
+        }
     }
 
-    pub(crate) fn list(&self) -> Vec<BranchName> {
-        self.held().iter().cloned().collect()
+    /// The branches, each with the number of the `add` that put it there.
+    pub(crate) fn list(&self) -> Vec<(BranchName, u64)> {
+        self.held()
+            .0
+            .iter()
+            .map(|(branch, &added)| (branch.clone(), added))
+            .collect()
     }
 }
 
@@ -133,25 +149,28 @@ impl Streaming {
         self.warm.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The warm writer of a table on a branch, if this process has one.
-    pub(crate) fn writer(&self, path: &str, branch: &str) -> Option<Arc<TableWriter>> {
+    /// The warm writer of a table on a lineage, if this process has one.
+    pub(crate) fn writer(&self, path: &str, lineage: Option<&str>) -> Option<Arc<TableWriter>> {
         self.read()
-            .get(&(path.to_owned(), branch.to_owned()))
+            .get(&(path.to_owned(), lineage.map(str::to_owned)))
             .cloned()
     }
 
-    /// The warm writers of every table on `branch` (for the fold's cut).
-    pub(crate) fn writers_of(&self, branch: &str) -> Vec<Arc<TableWriter>> {
+    /// The warm writers of every table on `lineage` (for the fold's cut).
+    pub(crate) fn writers_of(&self, lineage: Option<&str>) -> Vec<Arc<TableWriter>> {
         self.read()
             .iter()
-            .filter(|((_, b), _)| b == branch)
+            .filter(|((_, l), _)| l.as_deref() == lineage)
             .map(|(_, w)| w.clone())
             .collect()
     }
 
-    /// Keep `writer` warm for (path, branch). The caller holds [`Streaming::opening`].
-    pub(crate) fn keep(&self, path: String, branch: String, writer: Arc<TableWriter>) {
-        self.write().insert((path, branch), writer);
+    /// Keep `writer` warm for its table and lineage. The caller holds
+    /// [`Streaming::opening`].
+    pub(crate) fn keep(&self, writer: Arc<TableWriter>) {
+        let at = writer.at();
+        let key = (at.table().to_owned(), at.lineage().map(str::to_owned));
+        self.write().insert(key, writer);
     }
 
     /// Drop `writer` from the warm set, if it is still the one there (after a fence).
@@ -164,33 +183,33 @@ impl Streaming {
         self.own_marks.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// This process acknowledged `producer`'s lines on `branch` through `through`, in a
+    /// This process acknowledged `producer`'s lines on `lineage` through `through`, in a
     /// stream that took the producer's lease at mark `taken_at`.
     pub(crate) fn producer_acknowledged(
         &self,
-        branch: &str,
+        lineage: Option<&str>,
         producer: &str,
         taken_at: Option<u64>,
         through: u64,
     ) {
         self.marks().marks.insert(
-            (branch.to_owned(), producer.to_owned()),
+            (lineage.map(str::to_owned), producer.to_owned()),
             OwnMark { taken_at, through },
         );
     }
 
-    /// The marks this process raised on `branch`, or `None` when a fenced writer makes
+    /// The marks this process raised on `lineage`, or `None` when a fenced writer makes
     /// them uncertain (until [`Streaming::marks_settled`]).
     pub(crate) fn own_marks(
         &self,
-        branch: &str,
+        lineage: Option<&str>,
     ) -> Option<std::collections::BTreeMap<String, OwnMark>> {
         let marks = self.marks();
         (!marks.unsettled).then(|| {
             marks
                 .marks
                 .iter()
-                .filter(|((b, _), _)| b == branch)
+                .filter(|((l, _), _)| l.as_deref() == lineage)
                 .map(|((_, producer), mark)| (producer.clone(), *mark))
                 .collect()
         })
@@ -206,11 +225,14 @@ impl Streaming {
         self.marks().unsettled = true;
     }
 
-    /// Forget `branch`'s writers and clock (it was deleted: its shards are sealed).
-    pub(crate) fn forget_branch(&self, branch: &str) {
-        self.write().retain(|(_, b), _| b != branch);
+    /// Forget what this process holds of `branch`, whose lineage is `lineage` (it was
+    /// deleted: its shards are sealed): writers, clock, own marks, last fold error.
+    pub(crate) fn forget_branch(&self, branch: &str, lineage: Option<&str>) {
+        self.write().retain(|(_, l), _| l.as_deref() != lineage);
         self.clocks().remove(branch);
-        self.marks().marks.retain(|(b, _), _| b != branch);
+        self.marks()
+            .marks
+            .retain(|(l, _), _| l.as_deref() != lineage);
         self.last_error
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -1,0 +1,404 @@
+"""The HTTP client: a `Client` per server, a `Graph` per graph id on it."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+import httpx
+import pyarrow as pa
+import pyarrow.ipc
+
+from .errors import TributaryError, Unavailable, from_body
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+#: A line of NDJSON as the client takes it: a dict in one of the line shapes
+#: (``{"type": ..., "data": ...}``, ``{"edge": ..., "from": ..., "to": ...}``,
+#: ``{"delete": ...}``, ``{"type": ..., "patch": ...}``), or the line's text.
+Line = Union[Dict[str, Any], str, bytes]
+
+
+@dataclass
+class Ack:
+    """One acknowledgement: every line through ``through_line`` (counted from the first
+    line given to :meth:`Graph.ingest`, 1-based) is durable or rejected."""
+
+    acked: int
+    through_line: int
+    rows: int
+    rejected: List[Dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+
+
+@dataclass
+class IngestResult:
+    """What an :meth:`Graph.ingest` call made durable.
+
+    ``through_line`` is the resumable offset: every line up to it is durable or rejected,
+    so a producer that fails resumes after it. ``rejected`` lists refused lines as
+    ``{"line": n, "error": "..."}`` with ``n`` counted from the first line given.
+    """
+
+    acked: int = 0
+    through_line: int = 0
+    rejected: List[Dict[str, Any]] = field(default_factory=list)
+    duplicates: int = 0
+
+
+def _encode(line: Line) -> bytes:
+    if isinstance(line, dict):
+        return json.dumps(line, separators=(",", ":")).encode()
+    if isinstance(line, str):
+        return line.rstrip("\n").encode()
+    if isinstance(line, bytes):
+        return line.rstrip(b"\n")
+    raise TypeError(f"an ingest line is a dict, str or bytes, not {type(line).__name__}")
+
+
+def _batches(lines: Iterable[Line], size: int) -> Iterator[List[bytes]]:
+    batch: List[bytes] = []
+    for line in lines:
+        batch.append(_encode(line))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _params(**given: Any) -> Dict[str, Any]:
+    """Query parameters without the ones not given; booleans as the server reads them."""
+    out: Dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None or value is False:
+            continue
+        out[name] = "true" if value is True else value
+    return out
+
+
+class Client:
+    """A Tributary server at ``url`` (e.g. ``http://127.0.0.1:8080``).
+
+    ``token`` is sent as a bearer token. A request the server refuses as busy (503, with
+    ``Retry-After``) is retried up to ``retries`` times, waiting longer each time, then
+    raised as :class:`tributary.Unavailable`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: Optional[str] = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        transport: Optional[httpx.BaseTransport] = None,
+    ) -> None:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(
+            base_url=url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
+        self._retries = retries
+
+    def graph(self, graph_id: str) -> "Graph":
+        """The graph ``graph_id`` on this server (nothing is sent until it is used)."""
+        return Graph(self, graph_id)
+
+    def healthy(self) -> bool:
+        """Whether the server answers its health check."""
+        try:
+            return self._http.get("/healthz").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried with back-off while the server answers 503."""
+        attempt = 0
+        while True:
+            response = self._http.request(method, path, **kwargs)
+            if response.status_code != 503 or attempt >= self._retries:
+                _raise_for(response)
+                return response
+            attempt += 1
+            time.sleep(_retry_after(response) * (2 ** (attempt - 1)))
+
+
+def _retry_after(response: httpx.Response) -> float:
+    try:
+        return max(float(response.headers.get("retry-after", "1")), 0.05)
+    except ValueError:
+        return 1.0
+
+
+def _raise_for(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"kind": "internal", "error": response.text or response.reason_phrase}
+    if not isinstance(body, dict):
+        body = {"kind": "internal", "error": str(body)}
+    raise from_body(body, response.status_code)
+
+
+def _table(response: httpx.Response) -> pa.Table:
+    return pa.ipc.open_stream(response.content).read_all()
+
+
+class Graph:
+    """One graph on a server: writes, reads as ``pyarrow.Table``, status and folds.
+
+    Reads take ``branch`` (default ``main``) or ``commit`` (a commit id), and ``fresh``
+    to include what is acknowledged but not folded yet.
+    """
+
+    def __init__(self, client: Client, graph_id: str) -> None:
+        self._client = client
+        self.id = graph_id
+        self._base = f"/graphs/{graph_id}"
+
+    # Writes
+
+    def ingest(
+        self,
+        lines: Iterable[Line],
+        *,
+        branch: str = "main",
+        producer: Optional[str] = None,
+        first_sequence: int = 1,
+        strict: bool = False,
+        batch_lines: int = 1000,
+        on_ack: Optional[Callable[[Ack], None]] = None,
+    ) -> IngestResult:
+        """Stream ``lines`` to the graph's MemWAL; each acknowledgement means durable.
+
+        Lines go in requests of ``batch_lines``; ``on_ack`` is called with each
+        acknowledgement as it arrives. With ``producer``, line ``n`` (1-based) carries
+        sequence ``first_sequence + n - 1``, and lines the producer had acknowledged before
+        are acknowledged again without being written: sending the same lines again after
+        a failure writes each once. A ``strict`` stream stops at the first invalid line
+        and raises :class:`tributary.InvalidInput` naming it.
+        """
+        result = IngestResult()
+        offset = 0
+        for batch in _batches(lines, max(batch_lines, 1)):
+            params = _params(
+                branch=branch,
+                strict=strict,
+                producer=producer,
+                sequence=(first_sequence + offset) if producer else None,
+            )
+            body = b"\n".join(batch) + b"\n"
+            self._ingest_batch(body, params, offset, result, on_ack)
+            offset += len(batch)
+        return result
+
+    def _ingest_batch(
+        self,
+        body: bytes,
+        params: Dict[str, Any],
+        offset: int,
+        result: IngestResult,
+        on_ack: Optional[Callable[[Ack], None]],
+    ) -> None:
+        attempt = 0
+        while True:
+            with self._client._http.stream(
+                "POST",
+                f"{self._base}/ingest",
+                params=params,
+                content=body,
+                headers={"content-type": "application/x-ndjson"},
+            ) as response:
+                if response.status_code == 503 and attempt < self._client._retries:
+                    attempt += 1
+                    time.sleep(_retry_after(response) * (2 ** (attempt - 1)))
+                    continue
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for(response)
+                for text in response.iter_lines():
+                    if not text.strip():
+                        continue
+                    record = json.loads(text)
+                    if record.get("summary"):
+                        if record.get("error"):
+                            raise from_body(record["error"], None)
+                        return
+                    rejected = [
+                        {"line": r["line"] + offset, "error": r["error"]}
+                        for r in record.get("rejected", [])
+                    ]
+                    ack = Ack(
+                        acked=result.acked + record.get("rows", 0),
+                        through_line=record["through_line"] + offset,
+                        rows=record.get("rows", 0),
+                        rejected=rejected,
+                        duplicates=record.get("duplicates", 0),
+                    )
+                    result.acked = ack.acked
+                    result.through_line = ack.through_line
+                    result.rejected.extend(rejected)
+                    result.duplicates += ack.duplicates
+                    if on_ack is not None:
+                        on_ack(ack)
+                raise TributaryError("the ingest stream ended without its summary")
+
+    def load(
+        self,
+        lines: Iterable[Line],
+        *,
+        branch: str = "main",
+        mode: str = "upsert",
+        idempotency_key: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """Load ``lines`` as one graph commit (all or nothing). Returns the server's
+        outcome: ``commit``, ``rows`` and ``deleted`` per type."""
+        body = b"\n".join(_encode(line) for line in lines) + b"\n"
+        params = _params(branch=branch, mode=mode, idempotency_key=idempotency_key)
+        return self._client._send(
+            "POST", f"{self._base}/load", params=params, content=body
+        ).json()
+
+    # Branches
+
+    def branches(self) -> List[Dict[str, Any]]:
+        """The head commit of every branch, ``main`` first."""
+        return self._json("GET", "/branches", {})
+
+    def create_branch(
+        self, name: str, *, from_branch: Optional[str] = None, at: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Create branch ``name`` at ``from_branch``'s head (default ``main``; what that
+        branch acknowledged is folded first) or at commit ``at``; returns its first commit."""
+        params = _params(branch=from_branch, commit=at)
+        return self._json("POST", f"/branches/{name}", params)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name`` (not ``main``)."""
+        self._client._send("DELETE", f"{self._base}/branches/{name}")
+
+    def merge(self, source: str, *, into: str = "main") -> Dict[str, Any]:
+        """Merge branch ``source`` into ``into`` as one commit (fast-forward or three-way;
+        conflicting keys raise :class:`tributary.Conflict`)."""
+        return self._json("POST", f"/branches/{source}/merge", _params(into=into))
+
+    # Reads
+
+    def read(
+        self,
+        type_name: str,
+        *,
+        filter: Optional[str] = None,
+        select: Optional[Sequence[str]] = None,
+        limit: Optional[int] = None,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> pa.Table:
+        """The rows of ``type_name``; ``filter`` is a SQL predicate (``age > 30``)."""
+        params = _params(
+            filter=filter,
+            select=",".join(select) if select else None,
+            limit=limit,
+            fresh=fresh,
+            branch=branch,
+            commit=commit,
+        )
+        return self._arrow(f"/types/{type_name}", params)
+
+    def get(
+        self,
+        type_name: str,
+        key: str,
+        *,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> Optional[pa.Table]:
+        """The row of ``key`` (one row), or ``None`` when there is none."""
+        from .errors import NoRow
+
+        params = _params(fresh=fresh, branch=branch, commit=commit)
+        try:
+            return self._arrow(f"/types/{type_name}/{key}", params)
+        except NoRow:
+            return None
+
+    def neighbors(
+        self,
+        type_name: str,
+        key: str,
+        *,
+        edge: str,
+        direction: str = "out",
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> pa.Table:
+        """The nodes ``edge`` reaches from ``key`` (``direction="in"``: that reach it)."""
+        params = _params(
+            edge=edge, direction=direction, fresh=fresh, branch=branch, commit=commit
+        )
+        return self._arrow(f"/neighbors/{type_name}/{key}", params)
+
+    def search(
+        self,
+        type_name: str,
+        *,
+        text: Optional[str] = None,
+        nearest: Optional[Sequence[float]] = None,
+        k: int = 10,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> pa.Table:
+        """Full-text (``text``) or nearest-vector (``nearest``) search; best first."""
+        params = _params(
+            text=text,
+            nearest=json.dumps(list(nearest)) if nearest is not None else None,
+            k=k,
+            fresh=fresh,
+            branch=branch,
+            commit=commit,
+        )
+        return self._arrow(f"/search/{type_name}", params)
+
+    def rejects(self, *, branch: Optional[str] = None) -> pa.Table:
+        """The dead letters: rows folds could not apply, with why."""
+        return self._arrow("/rejects", _params(branch=branch))
+
+    def commits(self, *, branch: str = "main", limit: int = 50) -> List[Dict[str, Any]]:
+        """The branch's commits, newest first."""
+        return self._json("GET", "/commits", _params(branch=branch, limit=limit))
+
+    # Streaming state
+
+    def status(self, *, branch: str = "main") -> Dict[str, Any]:
+        """Per table: pending generations, rows and bytes, WAL-only rows, last fold."""
+        return self._json("GET", "/ingest/status", _params(branch=branch))
+
+    def fold(self, *, branch: str = "main", halt: bool = False) -> Dict[str, Any]:
+        """Fold what is acknowledged into one graph commit now; returns the outcome."""
+        return self._json("POST", "/ingest/fold", _params(branch=branch, halt=halt))
+
+    def _arrow(self, path: str, params: Dict[str, Any]) -> pa.Table:
+        response = self._client._send(
+            "GET", self._base + path, params=params, headers={"accept": ARROW_STREAM}
+        )
+        return _table(response)
+
+    def _json(self, method: str, path: str, params: Dict[str, Any]) -> Any:
+        return self._client._send(method, self._base + path, params=params).json()

@@ -1,0 +1,261 @@
+"""The client against a real `tributary serve` (the binary `TRIBUTARY_BIN` names, built by
+`cargo xtask test`)."""
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import httpx
+import pyarrow as pa
+import pytest
+
+import tributary
+
+SCHEMA = """
+node Person @stream {
+  name: String @key
+  age: I32? @range(0..150)
+  bio: String? @index(fts)
+}
+node Company { name: String @key }
+edge WorksAt: Person -> Company @card(0..1) @stream { since: Date? }
+"""
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def binary() -> str:
+    return os.environ.get("TRIBUTARY_BIN", str(REPO / "target" / "debug" / "tributary"))
+
+
+class Server:
+    """A `tributary serve` over a fresh root holding graph `g`."""
+
+    def __init__(self, *extra: str) -> None:
+        self.dir = tempfile.TemporaryDirectory()
+        root = Path(self.dir.name)
+        schema = root / "schema.tg"
+        schema.write_text(SCHEMA)
+        graphs = root / "graphs"
+        graphs.mkdir()
+        subprocess.run(
+            [binary(), "init", str(graphs / "g"), "--schema", str(schema)],
+            check=True,
+            capture_output=True,
+        )
+        self.process = subprocess.Popen(
+            [binary(), "serve", str(graphs), "--bind", "127.0.0.1:0", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        first = self.process.stdout.readline().strip()
+        assert first.startswith("listening on "), first
+        self.url = first[len("listening on ") :]
+        # Keep reading stdout so the server never blocks on a full pipe.
+        threading.Thread(target=self.process.stdout.read, daemon=True).start()
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.dir.cleanup()
+
+
+@pytest.fixture
+def server():
+    served = Server()
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def graph(server):
+    with tributary.Client(server.url) as client:
+        yield client.graph("g")
+
+
+def person(name, age=None, bio=None):
+    data = {"name": name}
+    if age is not None:
+        data["age"] = age
+    if bio is not None:
+        data["bio"] = bio
+    return {"type": "Person", "data": data}
+
+
+def ids(table: pa.Table):
+    return sorted(table.column("id").to_pylist())
+
+
+def test_ingest_acknowledges_as_it_goes_and_reads_back_fresh_then_folded(graph):
+    acks = []
+    result = graph.ingest(
+        (person(f"p{i}", i % 100) for i in range(25)), batch_lines=10, on_ack=acks.append
+    )
+    assert result.acked == 25
+    assert result.through_line == 25
+    assert result.rejected == []
+    # One request per batch of 10 lines; offsets run across them.
+    assert [a.through_line for a in acks][-1] == 25
+    assert all(b.through_line > a.through_line for a, b in zip(acks, acks[1:]))
+    fresh = graph.read("Person", fresh=True)
+    assert isinstance(fresh, pa.Table)
+    assert fresh.num_rows == 25
+    outcome = graph.fold()
+    assert outcome["rows"]["Person"] == 25
+    table = graph.read("Person", filter="age >= 20", select=["name", "age"], limit=100)
+    assert table.column_names == ["name", "age"]
+    assert table.num_rows == 5
+    status = graph.status()
+    assert status["branch"] == "main"
+    assert all(t["pending_rows"] == 0 for t in status["tables"])
+
+
+def test_rejected_lines_are_named_by_their_line_in_the_whole_input(graph):
+    lines = [person("ada", 36), person("bob", 400), "{not json", person("cy", 20)]
+    result = graph.ingest(lines, batch_lines=2)
+    assert result.acked == 2
+    assert result.through_line == 4
+    assert [r["line"] for r in result.rejected] == [2, 3]
+    assert "age" in result.rejected[0]["error"]
+
+
+def test_a_strict_stream_raises_at_its_first_invalid_line(graph):
+    with pytest.raises(tributary.InvalidInput) as raised:
+        graph.ingest([person("ada", 36), person("bob", 400)], strict=True)
+    assert "line 2" in str(raised.value) or "age" in str(raised.value)
+
+
+def test_a_producer_resending_writes_each_line_once(graph):
+    lines = [person("ada", 36), person("bob", 40)]
+    first = graph.ingest(lines, producer="orders")
+    assert (first.acked, first.duplicates) == (2, 0)
+    again = graph.ingest(lines + [person("cy", 20)], producer="orders")
+    assert (again.acked, again.duplicates) == (1, 2)
+    assert again.through_line == 3
+
+
+def test_load_get_neighbors_search_and_commits(graph):
+    outcome = graph.load(
+        [
+            person("ada", 36, bio="writes the first programs"),
+            person("bob", 40, bio="builds engines"),
+            {"type": "Company", "data": {"name": "acme"}},
+            {"edge": "WorksAt", "from": "ada", "to": "acme"},
+        ]
+    )
+    assert outcome["rows"] == {"Company": 1, "Person": 2, "WorksAt": 1}
+    row = graph.get("Person", "ada")
+    assert row.num_rows == 1 and row.column("age").to_pylist() == [36]
+    assert graph.get("Person", "nobody") is None
+    works = graph.neighbors("Person", "ada", edge="WorksAt")
+    assert ids(works) == ["acme"]
+    back = graph.neighbors("Company", "acme", edge="WorksAt", direction="in")
+    assert ids(back) == ["ada"]
+    found = graph.search("Person", text="engines", k=5)
+    assert found.column("id").to_pylist()[0] == "bob"
+    commits = graph.commits(limit=5)
+    assert commits[0]["id"] == outcome["commit"]["id"]
+    # Reads at a commit see what it pins.
+    graph.load([person("cy", 20)])
+    assert ids(graph.read("Person", commit=outcome["commit"]["id"])) == ["ada", "bob"]
+
+
+def test_errors_are_typed_by_kind(graph, server):
+    with pytest.raises(tributary.InvalidInput) as refused:
+        graph.load([person("ada", 36), person("bob", 400)])
+    assert refused.value.status == 400
+    assert refused.value.lines and refused.value.lines[0]["line"] == 2
+    with pytest.raises(tributary.NotFound):
+        graph.read("Nope")
+    with pytest.raises(tributary.NotFound):
+        tributary.Client(server.url).graph("missing").read("Person")
+    with pytest.raises(tributary.InvalidInput):
+        graph.read("Person", filter="nope = 1")
+
+
+def test_branches_take_reads_streams_and_merge(graph):
+    graph.load([person("ada", 36)])
+    created = graph.create_branch("dev")
+    assert created["branch"] == "dev"
+    assert [b["branch"] for b in graph.branches()] == ["main", "dev"]
+    graph.ingest([person("bob", 40)], branch="dev")
+    graph.fold(branch="dev")
+    assert ids(graph.read("Person", branch="dev")) == ["ada", "bob"]
+    assert ids(graph.read("Person")) == ["ada"]
+    merged = graph.merge("dev")
+    assert merged["kind"] == "fast_forward", merged
+    assert ids(graph.read("Person")) == ["ada", "bob"]
+    graph.load([person("ada", 37)], branch="dev")
+    graph.load([person("ada", 38)])
+    with pytest.raises(tributary.Conflict):
+        graph.merge("dev")
+    graph.delete_branch("dev")
+    with pytest.raises(tributary.NotFound):
+        graph.read("Person", branch="dev")
+
+
+def test_a_busy_server_is_retried_with_back_off_then_raised():
+    calls = []
+
+    def busy(request):
+        calls.append(request)
+        if len(calls) < 3:
+            return httpx.Response(
+                503,
+                headers={"retry-after": "0.05"},
+                json={"kind": "unavailable", "error": "busy"},
+            )
+        return httpx.Response(200, json={"branch": "main", "tables": []})
+
+    client = tributary.Client("http://tributary.test", transport=httpx.MockTransport(busy))
+    assert client.graph("g").status()["branch"] == "main"
+    assert len(calls) == 3
+
+    always = tributary.Client(
+        "http://tributary.test",
+        retries=2,
+        transport=httpx.MockTransport(
+            lambda request: httpx.Response(
+                503,
+                headers={"retry-after": "0.01"},
+                json={"kind": "unavailable", "error": "busy"},
+            )
+        ),
+    )
+    with pytest.raises(tributary.Unavailable) as raised:
+        always.graph("g").status()
+    assert raised.value.status == 503
+
+
+def test_a_token_is_sent_and_a_missing_one_is_unauthorized(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("secret write g\n")
+    served = Server("--tokens", str(tokens))
+    try:
+        with pytest.raises(tributary.Unauthorized):
+            tributary.Client(served.url).graph("g").read("Person")
+        with pytest.raises(tributary.Forbidden):
+            tributary.Client(served.url, token="secret").graph("other").read("Person")
+        reader = tributary.Client(served.url, token="secret").graph("g")
+        reader.ingest([person("ada", 36)])
+        assert ids(reader.read("Person", fresh=True)) == ["ada"]
+    finally:
+        served.stop()
+
+
+def test_a_node_table_reads_with_pylance_at_the_version_a_commit_pins(graph, server):
+    import lance
+
+    first = graph.load([person("ada", 36), person("bob", 40)])
+    graph.load([person("cy", 20)])
+    version = first["commit"]["tables"]["nodes/Person.lance"]
+    table = Path(server.dir.name) / "graphs" / "g" / "nodes" / "Person.lance"
+    dataset = lance.dataset(str(table), version=version)
+    assert sorted(dataset.to_table(columns=["id"]).column("id").to_pylist()) == ["ada", "bob"]

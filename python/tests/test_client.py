@@ -126,10 +126,45 @@ def test_rejected_lines_are_named_by_their_line_in_the_whole_input(graph):
     assert "age" in result.rejected[0]["error"]
 
 
-def test_a_strict_stream_raises_at_its_first_invalid_line(graph):
+def test_a_strict_stream_raises_at_its_first_invalid_line_in_the_callers_numbers(graph):
+    lines = [person(f"p{i}", 30) for i in range(12)]
+    lines[10] = person("bad", 400)
     with pytest.raises(tributary.InvalidInput) as raised:
-        graph.ingest([person("ada", 36), person("bob", 400)], strict=True)
-    assert "line 2" in str(raised.value) or "age" in str(raised.value)
+        graph.ingest(lines, strict=True, batch_lines=4)
+    error = raised.value
+    assert "line 11" in str(error), error
+    assert error.lines == [] or error.lines[0]["line"] == 11
+    # Resume after `through_line`: the bad line is not settled.
+    assert error.result.through_line == 10
+    assert error.result.acked == 10
+
+
+def test_lines_keys_and_arguments_a_user_may_get_wrong(graph, server):
+    with pytest.raises(ValueError):
+        graph.ingest(['{"type":"Person","data":{"name":"a"}}\n{"type":"Person","data":{"name":"b"}}'])
+    odd = ["a/b", "a?b", "a#b", "a b", "..", "ä"]
+    graph.load([person(key, 1) for key in odd] + [person("a", 2)])
+    for key in odd:
+        row = graph.get("Person", key)
+        assert row is not None and row.column("id").to_pylist() == [key], key
+    assert graph.read("Person", select="name").column_names == ["name"]
+    with pytest.raises(tributary.NoRow):
+        graph.neighbors("Person", "nobody", edge="WorksAt")
+    with pytest.raises(ValueError):
+        graph.ingest([person("x")], batch_lines=0)
+
+
+def test_an_unreachable_server_is_unavailable_with_where_to_resume(server):
+    graph = tributary.Client(server.url, retries=1).graph("g")
+    graph.ingest([person("ada", 36)])
+    server.process.terminate()
+    server.process.wait(timeout=30)
+    with pytest.raises(tributary.Unavailable) as raised:
+        graph.read("Person")
+    assert "could not be reached" in str(raised.value)
+    with pytest.raises(tributary.Unavailable) as raised:
+        graph.ingest([person("bob", 40)])
+    assert raised.value.result.through_line == 0
 
 
 def test_a_producer_resending_writes_each_line_once(graph):

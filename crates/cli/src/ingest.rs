@@ -22,6 +22,8 @@ pub struct IngestRun {
     pub batch_lines: usize,
     /// Fold in the background while streaming, and once more at the end.
     pub fold: bool,
+    /// Fail (after the summary) when a line was rejected or a row went to dead letters.
+    pub fail_on_reject: bool,
     /// The producer and the sequence number of the input's first line.
     pub producer: Option<String>,
     pub sequence: Option<u64>,
@@ -53,6 +55,9 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let stop_requested = crate::signals::stop_requested();
     let graph = Arc::new(graph.open().await?);
+    let at = tributary::At::branch(&args.branch)?;
+    // Dead letters this run's folds write: the count after, less the count before.
+    let letters_before = graph.dead_letter_count(&at).await?;
     let streamed = stream(&graph, &args, format, out, stop_requested).await;
     // Whatever happened (an error, a broken pipe, a signal), flush what was acknowledged
     // to generations, so no acknowledged row waits in this process's WAL for a replay.
@@ -60,10 +65,19 @@ pub async fn run(
     let closed = graph.close_writers().await;
     let (totals, stop, seconds, fold_commit) = streamed?;
     closed?;
+    let dead_letters = if args.fold {
+        graph
+            .dead_letter_count(&at)
+            .await?
+            .saturating_sub(letters_before)
+    } else {
+        0
+    };
     let summary = json!({
         "summary": true,
         "acked": totals.acked,
         "rejected": totals.rejected,
+        "dead_letters": dead_letters,
         "through_line": totals.through_line,
         "duplicates": totals.duplicates,
         "fold_commit": fold_commit,
@@ -76,7 +90,7 @@ pub async fn run(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}",
+            "{} rows durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}{}",
             totals.acked,
             lines_text(totals.rejected, "rejected"),
             duplicates_text(totals.duplicates),
@@ -89,9 +103,25 @@ pub async fn run(
                 (Some(commit), _, _) => format!("folded, last fold commit {commit}"),
                 (None, true, _) => "folded".to_owned(),
                 (None, false, _) => "a fold publishes them (tributary ingest fold)".to_owned(),
+            },
+            match dead_letters {
+                0 => String::new(),
+                n => format!(
+                    "; the fold could not apply {} (see `tributary rejects {}{}`)",
+                    rows_text(n),
+                    args.graph,
+                    if args.branch == tributary::MAIN_BRANCH {
+                        String::new()
+                    } else {
+                        format!(" --branch {}", args.branch)
+                    }
+                ),
             }
         )
         .map_err(io)?,
+    }
+    if stop.is_none() && args.fail_on_reject {
+        refuse_rejects(totals.rejected, dead_letters)?;
     }
     match stop {
         Some(Stop::Strict(bad)) => Err(Failure::invalid(format!("--strict: stopped at {bad}"))),
@@ -342,4 +372,26 @@ pub(crate) fn duplicates_text(duplicates: u64) -> String {
         1 => "1 line acknowledged before (not written again), ".to_owned(),
         n => format!("{n} lines acknowledged before (not written again), "),
     }
+}
+
+/// `n` rows, as a phrase.
+fn rows_text(n: u64) -> String {
+    if n == 1 {
+        "1 row".to_owned()
+    } else {
+        format!("{n} rows")
+    }
+}
+
+/// `--fail-on-reject`: the run fails (exit 65) when a line was rejected or a row went to
+/// the dead letters; the summary has been printed.
+pub(crate) fn refuse_rejects(rejected: u64, dead_letters: u64) -> Result<(), Failure> {
+    if rejected == 0 && dead_letters == 0 {
+        return Ok(());
+    }
+    Err(Failure::invalid(format!(
+        "--fail-on-reject: {} and {} in the dead letters",
+        lines_text(rejected, "rejected"),
+        rows_text(dead_letters)
+    )))
 }

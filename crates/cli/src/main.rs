@@ -127,7 +127,7 @@ enum Command {
     },
     /// Search a type: full text over its @index(fts) fields, or nearest neighbours of a
     /// vector in its indexed Vector field. Rows come best first with `_score` (text, BM25)
-    /// or `_distance` (vector, L2).
+    /// or `_distance` (vector: the squared Euclidean distance, Lance's `l2`, lowest first).
     #[command(group = clap::ArgGroup::new("query").required(true))]
     Search {
         graph: String,
@@ -208,6 +208,10 @@ struct IngestArgs {
     /// Only make rows durable; do not fold them (no background folder, no final fold).
     #[arg(long)]
     no_fold: bool,
+    /// Exit 65 (after the summary) when a line was rejected, or a fold of this run put a
+    /// row in the dead letters (`tributary rejects GRAPH`): a script notices.
+    #[arg(long)]
+    fail_on_reject: bool,
     /// At most this many lines per send (lines that arrive during a send are batched).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     batch_lines: u64,
@@ -556,6 +560,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     strict: args.strict,
                     batch_lines: args.batch_lines as usize,
                     fold: !args.no_fold,
+                    fail_on_reject: args.fail_on_reject,
                     producer: args.producer,
                     sequence: args.sequence,
                 };

@@ -194,7 +194,12 @@ pub async fn run(
         let mut print = |record: Value| print_record(&record, format, &mut *out);
         stream_lines(remote, None, source, &args, &mut print).await?
     };
-    report(&summary, format, out, "the server folds them")
+    report(&summary, format, out, "the server folds them")?;
+    if args.fail_on_reject {
+        // The server folds: its dead letters are not this run's to count.
+        crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), 0)?;
+    }
+    Ok(())
 }
 
 /// Stream `source`'s lines to the server, resuming after its refusals and restarts: each

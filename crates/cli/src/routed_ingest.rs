@@ -329,7 +329,13 @@ pub async fn run(
     }
     drop(ledger);
     match failure.map(|(_, failed)| failed) {
-        None => report(&summary, format, out, "the servers fold them"),
+        None => {
+            report(&summary, format, out, "the servers fold them")?;
+            if args.fail_on_reject {
+                crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), 0)?;
+            }
+            Ok(())
+        }
         Some(Failed::Wire(error)) => {
             summary["error"] = error;
             report(&summary, format, out, "the servers fold them")

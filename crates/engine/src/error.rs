@@ -19,8 +19,9 @@ pub enum Error {
         source: tributary_publisher::InvalidBranchName,
     },
 
-    #[snafu(display("unknown type `{name}`"))]
-    UnknownType { name: String },
+    /// `meant` is the type the name is closest to, if one is.
+    #[snafu(display("unknown type `{name}`{}", meant.as_ref().map(|m| format!(" (did you mean `{m}`?)")).unwrap_or_default()))]
+    UnknownType { name: String, meant: Option<String> },
 
     #[snafu(display("`{name}` is a {actual}, not a {expected}"))]
     WrongKind {
@@ -28,6 +29,10 @@ pub enum Error {
         expected: &'static str,
         actual: &'static str,
     },
+
+    /// `neighbors` of a key with no row (like `get`'s, not an empty answer).
+    #[snafu(display("{type_name} `{key}` not found"))]
+    NoSuchNode { type_name: String, key: String },
 
     /// A stream's branch was deleted under it: its shards are sealed, so nothing sent
     /// after the delete is acknowledged.
@@ -335,6 +340,7 @@ impl Error {
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
+            Error::NoSuchNode { .. } => ErrorKind::NoRow,
             Error::Publish { source } => source.kind(),
             Error::Lance { source, .. } => lance_kind(source),
             Error::MemWal { source } => source.kind(),

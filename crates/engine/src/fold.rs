@@ -517,6 +517,24 @@ impl Graph {
         self.close_writers().await
     }
 
+    /// How many dead letters are visible at `at` (the table's row count: no scan).
+    pub async fn dead_letter_count(&self, at: &At) -> Result<u64> {
+        let snapshot = self.snapshot(at).await?;
+        let Some(&version) = snapshot.tables.get(&REJECTS_PATH) else {
+            return Ok(0);
+        };
+        let dataset = self
+            .store
+            .open_dataset_on(&REJECTS_PATH, snapshot.lineage.as_deref(), Some(version))
+            .await
+            .context(StorageSnafu)?;
+        let rows = dataset.count_rows(None).await.context(LanceSnafu {
+            action: "count dead letters",
+            table: REJECTS_PATH,
+        })?;
+        Ok(rows as u64)
+    }
+
     /// The dead letters visible at `at`: rows folds could not apply, with why.
     pub async fn rejects(&self, at: &At) -> Result<RecordBatch> {
         let snapshot = self.snapshot(at).await?;

@@ -7,7 +7,7 @@ use arrow_schema::{Field, Schema, SchemaRef};
 use lance::dataset::WriteMode;
 use lance::datatypes::LANCE_UNENFORCED_PRIMARY_KEY;
 use lance::Dataset;
-use snafu::{OptionExt, ResultExt};
+use snafu::ResultExt;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tributary_publisher::{
     BranchName, CommitId, CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord,
@@ -17,8 +17,7 @@ use tributary_storage::{GraphStore, OpCounter, StoreOptions};
 use tributary_write::Lease;
 
 use crate::error::{
-    InvalidBranchSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu,
-    UnknownTypeSnafu, WrongKindSnafu,
+    InvalidBranchSnafu, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu, WrongKindSnafu,
 };
 use crate::streaming::{FoldTriggers, Streaming};
 
@@ -215,10 +214,7 @@ impl Graph {
     }
 
     pub(crate) fn type_def(&self, name: &str) -> Result<TypeDef> {
-        self.catalog()
-            .get(name)
-            .cloned()
-            .context(UnknownTypeSnafu { name })
+        type_in(&self.catalog(), name).cloned()
     }
 
     pub(crate) fn node_type(&self, name: &str) -> Result<TypeDef> {
@@ -468,6 +464,15 @@ impl GraphBuilder {
             .context(PublishSnafu)?;
         Ok(Graph::assemble(store, catalog, 1, publisher, settings))
     }
+}
+
+/// `name`'s definition in `catalog`, or an error naming the type it probably meant.
+pub(crate) fn type_in<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c TypeDef> {
+    catalog.get(name).ok_or_else(|| crate::Error::UnknownType {
+        name: name.to_owned(),
+        meant: tributary_schema::nearest_name(name, catalog.types.iter().map(|t| t.name.as_str()))
+            .map(str::to_owned),
+    })
 }
 
 /// The Lance schema of a type's table: the catalog's Arrow schema with `id` marked as

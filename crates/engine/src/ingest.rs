@@ -700,9 +700,7 @@ impl Ingestor<'_> {
     /// defaults or nulls, as a line that did not name them would.
     async fn put_under_newer_schema(&self, type_name: &str, batch: &RecordBatch) -> Result<()> {
         let catalog = self.graph.current_catalog().await?;
-        let ty = catalog.get(type_name).ok_or_else(|| Error::UnknownType {
-            name: type_name.to_owned(),
-        })?;
+        let ty = crate::graph::type_in(&catalog, type_name)?;
         let writer = self.writer_of(type_name).await?;
         if writer.schema().fields().len() != ty.arrow_schema().fields().len() {
             // The table changed and its schema is not published yet: a change in flight.

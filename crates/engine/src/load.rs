@@ -8,7 +8,7 @@ use lance::dataset::{
     MergeInsertBuilder, UncommittedMergeInsert, WhenMatched, WhenNotMatched, WhenNotMatchedBySource,
 };
 use lance::Dataset;
-use snafu::{OptionExt, ResultExt};
+use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
 use tributary_write::intent::{Intent, Owner, StagedTable};
@@ -20,7 +20,7 @@ use tributary_write::{
 use crate::error::{
     ArrowSnafu, EmptyLoadSnafu, InvalidDataSnafu, LanceSnafu, PublishSnafu, Result,
 };
-use crate::graph::{At, Graph, WriteTurn};
+use crate::graph::{type_in, At, Graph, WriteTurn};
 use crate::patches::apply_patches;
 use crate::read::View;
 use crate::removals::Removals;
@@ -477,13 +477,6 @@ fn dedupe_keys(
         errors.sort_by_key(|e| e.line);
         InvalidDataSnafu { errors }.fail()
     }
-}
-
-/// `name`'s definition in `catalog`.
-fn type_in<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c tributary_schema::TypeDef> {
-    catalog
-        .get(name)
-        .context(crate::error::UnknownTypeSnafu { name })
 }
 
 /// Rows decoded under an older schema, with every column of `catalog`'s.

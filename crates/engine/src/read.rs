@@ -208,6 +208,21 @@ impl Graph {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
+        if keys.is_empty() {
+            // No edge: say whether the node itself is there, as `get` would.
+            let near_nodes = self.open_for_read(&snapshot, node, &view).await?;
+            let found = near_nodes
+                .reader()
+                .rows_where_in("id", &near_key, Some(&["id".to_owned()]))
+                .await
+                .map_err(Error::from_read)?;
+            if found.num_rows() == 0 {
+                return Err(Error::NoSuchNode {
+                    type_name: node.name.clone(),
+                    key: key.to_owned(),
+                });
+            }
+        }
         let far_def = &self.node_type(far)?;
         let nodes = self.open_for_read(&snapshot, far_def, &view).await?;
         nodes

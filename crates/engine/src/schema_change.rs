@@ -513,7 +513,5 @@ fn sql_literal(default: &tributary_schema::DefaultValue) -> Option<String> {
 }
 
 fn type_of<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c TypeDef> {
-    catalog.get(name).ok_or_else(|| Error::UnknownType {
-        name: name.to_owned(),
-    })
+    crate::graph::type_in(catalog, name)
 }

@@ -1,5 +1,6 @@
 //! Full-text and vector search, at a snapshot or fresh. Results carry Lance's score
-//! columns: `_score` (BM25, highest first) for text, `_distance` (lowest first) for vectors.
+//! columns: `_score` (BM25, highest first) for text, `_distance` (the squared Euclidean distance, Lance's
+//! `l2`; lowest first) for vectors.
 
 use arrow_array::{Float32Array, RecordBatch};
 use lance_index::scalar::FullTextSearchQuery;

@@ -3,6 +3,7 @@
 //! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
 
 pub mod decode;
+mod names;
 mod path;
 pub mod schema;
 
@@ -10,6 +11,7 @@ pub use decode::{
     conform, decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError,
     LineTarget, TypeBatch, TypeDeletes, TypePatches,
 };
+pub use names::nearest_name;
 pub use path::TablePath;
 pub use schema::{
     plan_change, BreakingChange, Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds,

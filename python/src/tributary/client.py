@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
@@ -52,10 +54,32 @@ def _encode(line: Line) -> bytes:
     if isinstance(line, dict):
         return json.dumps(line, separators=(",", ":")).encode()
     if isinstance(line, str):
-        return line.rstrip("\n").encode()
+        line = line.encode()
     if isinstance(line, bytes):
-        return line.rstrip(b"\n")
-    raise TypeError(f"an ingest line is a dict, str or bytes, not {type(line).__name__}")
+        text = line[:-1] if line.endswith(b"\n") else line
+        if b"\n" in text:
+            # It would be two lines, and every later line number would be off by one.
+            raise ValueError("a line holds a newline: give each NDJSON line on its own")
+        return text
+    raise TypeError(f"a line is a dict, str or bytes, not {type(line).__name__}")
+
+
+def _segment(name: str) -> str:
+    """One URL path segment: a key like `a/b`, `a?b` or `..` reaches the server whole
+    (dots are quoted too, or a URL library would resolve `.` and `..` away)."""
+    return urllib.parse.quote(name, safe="").replace(".", "%2E")
+
+
+def _shift_lines(error: TributaryError, offset: int) -> TributaryError:
+    """Renumber an error of one request's lines into the caller's line numbers."""
+    if offset:
+        error.lines = [dict(r, line=r["line"] + offset) for r in error.lines]
+        shifted = re.sub(
+            r"line (\d+)", lambda m: f"line {int(m.group(1)) + offset}", error.message
+        )
+        error.message = shifted
+        error.args = (shifted,)
+    return error
 
 
 def _batches(lines: Iterable[Line], size: int) -> Iterator[List[bytes]]:
@@ -92,7 +116,7 @@ class Client:
         url: str,
         token: Optional[str] = None,
         *,
-        timeout: float = 60.0,
+        timeout: float = 300.0,
         retries: int = 5,
         transport: Optional[httpx.BaseTransport] = None,
     ) -> None:
@@ -123,15 +147,30 @@ class Client:
         self.close()
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, retried with back-off while the server answers 503."""
+        """One request, retried with back-off while the server answers 503 or cannot be
+        reached (the request was never sent); other failures of the connection raise
+        :class:`tributary.Unavailable` (the request may or may not have taken effect)."""
         attempt = 0
         while True:
-            response = self._http.request(method, path, **kwargs)
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except httpx.ConnectError as error:
+                if attempt >= self._retries:
+                    raise _unreachable(error) from error
+                attempt += 1
+                time.sleep(0.5 * (2 ** (attempt - 1)))
+                continue
+            except httpx.TransportError as error:
+                raise _unreachable(error) from error
             if response.status_code != 503 or attempt >= self._retries:
                 _raise_for(response)
                 return response
             attempt += 1
             time.sleep(_retry_after(response) * (2 ** (attempt - 1)))
+
+
+def _unreachable(error: httpx.TransportError) -> Unavailable:
+    return Unavailable(f"the server could not be reached or stopped answering: {error}")
 
 
 def _retry_after(response: httpx.Response) -> float:
@@ -167,7 +206,7 @@ class Graph:
     def __init__(self, client: Client, graph_id: str) -> None:
         self._client = client
         self.id = graph_id
-        self._base = f"/graphs/{graph_id}"
+        self._base = f"/graphs/{_segment(graph_id)}"
 
     # Writes
 
@@ -191,18 +230,27 @@ class Graph:
         a failure writes each once. A ``strict`` stream stops at the first invalid line
         and raises :class:`tributary.InvalidInput` naming it.
         """
+        if batch_lines < 1:
+            raise ValueError("batch_lines must be at least 1")
         result = IngestResult()
         offset = 0
-        for batch in _batches(lines, max(batch_lines, 1)):
-            params = _params(
-                branch=branch,
-                strict=strict,
-                producer=producer,
-                sequence=(first_sequence + offset) if producer else None,
-            )
-            body = b"\n".join(batch) + b"\n"
-            self._ingest_batch(body, params, offset, result, on_ack)
-            offset += len(batch)
+        try:
+            for batch in _batches(lines, batch_lines):
+                params = _params(
+                    branch=branch,
+                    strict=strict,
+                    producer=producer,
+                    sequence=(first_sequence + offset) if producer else None,
+                )
+                body = b"\n".join(batch) + b"\n"
+                self._ingest_batch(
+                    body, params, offset, result, on_ack, producer is not None
+                )
+                offset += len(batch)
+        except TributaryError as error:
+            # Where to resume: every line through `result.through_line` is settled.
+            error.result = result
+            raise
         return result
 
     def _ingest_batch(
@@ -212,49 +260,85 @@ class Graph:
         offset: int,
         result: IngestResult,
         on_ack: Optional[Callable[[Ack], None]],
+        resendable: bool,
     ) -> None:
+        """Send one request of lines. A request refused before it started (503, or the
+        server unreachable) is sent again after a pause. A producer's request is also
+        sent again whole when its stream broke or the server stopped it: lines it had
+        acknowledged are acknowledged again as duplicates, never written twice (and
+        ``on_ack`` hears of them again)."""
         attempt = 0
         while True:
-            with self._client._http.stream(
-                "POST",
-                f"{self._base}/ingest",
-                params=params,
-                content=body,
-                headers={"content-type": "application/x-ndjson"},
-            ) as response:
-                if response.status_code == 503 and attempt < self._client._retries:
-                    attempt += 1
-                    time.sleep(_retry_after(response) * (2 ** (attempt - 1)))
-                    continue
-                if response.status_code >= 400:
-                    response.read()
+            before = (result.acked, result.through_line, len(result.rejected), result.duplicates)
+            try:
+                self._stream_once(body, params, offset, result, on_ack)
+                return
+            except (Unavailable, httpx.TransportError) as failure:
+                refused = isinstance(failure, httpx.ConnectError) or (
+                    isinstance(failure, Unavailable) and failure.status == 503
+                )
+                if attempt >= self._client._retries or not (refused or resendable):
+                    if isinstance(failure, Unavailable):
+                        raise
+                    raise _unreachable(failure) from failure
+                attempt += 1
+                wait = getattr(failure, "retry_after", 0.5)
+                time.sleep(wait * (2 ** (attempt - 1)))
+                result.acked, result.through_line, kept, result.duplicates = before
+                del result.rejected[kept:]
+
+    def _stream_once(
+        self,
+        body: bytes,
+        params: Dict[str, Any],
+        offset: int,
+        result: IngestResult,
+        on_ack: Optional[Callable[[Ack], None]],
+    ) -> None:
+        with self._client._http.stream(
+            "POST",
+            f"{self._base}/ingest",
+            params=params,
+            content=body,
+            headers={"content-type": "application/x-ndjson"},
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                try:
                     _raise_for(response)
-                for text in response.iter_lines():
-                    if not text.strip():
-                        continue
-                    record = json.loads(text)
-                    if record.get("summary"):
-                        if record.get("error"):
-                            raise from_body(record["error"], None)
-                        return
-                    rejected = [
-                        {"line": r["line"] + offset, "error": r["error"]}
-                        for r in record.get("rejected", [])
-                    ]
-                    ack = Ack(
-                        acked=result.acked + record.get("rows", 0),
-                        through_line=record["through_line"] + offset,
-                        rows=record.get("rows", 0),
-                        rejected=rejected,
-                        duplicates=record.get("duplicates", 0),
-                    )
-                    result.acked = ack.acked
-                    result.through_line = ack.through_line
-                    result.rejected.extend(rejected)
-                    result.duplicates += ack.duplicates
-                    if on_ack is not None:
-                        on_ack(ack)
-                raise TributaryError("the ingest stream ended without its summary")
+                except Unavailable as busy:
+                    busy.retry_after = _retry_after(response)
+                    raise
+            for text in response.iter_lines():
+                if not text.strip():
+                    continue
+                record = json.loads(text)
+                if record.get("summary"):
+                    if record.get("error"):
+                        raise _shift_lines(from_body(record["error"], None), offset)
+                    return
+                rejected = [
+                    {"line": r["line"] + offset, "error": r["error"]}
+                    for r in record.get("rejected", [])
+                ]
+                through = record["through_line"]
+                if record.get("stopped_at") is not None:
+                    # A strict stream's bad line is not settled: resume at it.
+                    through = record["stopped_at"] - 1
+                ack = Ack(
+                    acked=result.acked + record.get("rows", 0),
+                    through_line=through + offset,
+                    rows=record.get("rows", 0),
+                    rejected=rejected,
+                    duplicates=record.get("duplicates", 0),
+                )
+                result.acked = ack.acked
+                result.through_line = max(result.through_line, ack.through_line)
+                result.rejected.extend(rejected)
+                result.duplicates += ack.duplicates
+                if on_ack is not None:
+                    on_ack(ack)
+            raise Unavailable("the ingest stream ended without its summary")
 
     def load(
         self,
@@ -284,16 +368,18 @@ class Graph:
         """Create branch ``name`` at ``from_branch``'s head (default ``main``; what that
         branch acknowledged is folded first) or at commit ``at``; returns its first commit."""
         params = _params(branch=from_branch, commit=at)
-        return self._json("POST", f"/branches/{name}", params)
+        return self._json("POST", f"/branches/{_segment(name)}", params)
 
     def delete_branch(self, name: str) -> None:
         """Delete branch ``name`` (not ``main``)."""
-        self._client._send("DELETE", f"{self._base}/branches/{name}")
+        self._client._send("DELETE", f"{self._base}/branches/{_segment(name)}")
 
     def merge(self, source: str, *, into: str = "main") -> Dict[str, Any]:
         """Merge branch ``source`` into ``into`` as one commit (fast-forward or three-way;
         conflicting keys raise :class:`tributary.Conflict`)."""
-        return self._json("POST", f"/branches/{source}/merge", _params(into=into))
+        return self._json(
+            "POST", f"/branches/{_segment(source)}/merge", _params(into=into)
+        )
 
     # Reads
 
@@ -309,6 +395,8 @@ class Graph:
         commit: Optional[str] = None,
     ) -> pa.Table:
         """The rows of ``type_name``; ``filter`` is a SQL predicate (``age > 30``)."""
+        if isinstance(select, str):
+            select = [select]
         params = _params(
             filter=filter,
             select=",".join(select) if select else None,
@@ -317,7 +405,7 @@ class Graph:
             branch=branch,
             commit=commit,
         )
-        return self._arrow(f"/types/{type_name}", params)
+        return self._arrow(f"/types/{_segment(type_name)}", params)
 
     def get(
         self,
@@ -333,7 +421,7 @@ class Graph:
 
         params = _params(fresh=fresh, branch=branch, commit=commit)
         try:
-            return self._arrow(f"/types/{type_name}/{key}", params)
+            return self._arrow(f"/types/{_segment(type_name)}/{_segment(key)}", params)
         except NoRow:
             return None
 
@@ -352,7 +440,7 @@ class Graph:
         params = _params(
             edge=edge, direction=direction, fresh=fresh, branch=branch, commit=commit
         )
-        return self._arrow(f"/neighbors/{type_name}/{key}", params)
+        return self._arrow(f"/neighbors/{_segment(type_name)}/{_segment(key)}", params)
 
     def search(
         self,
@@ -374,7 +462,7 @@ class Graph:
             branch=branch,
             commit=commit,
         )
-        return self._arrow(f"/search/{type_name}", params)
+        return self._arrow(f"/search/{_segment(type_name)}", params)
 
     def rejects(self, *, branch: Optional[str] = None) -> pa.Table:
         """The dead letters: rows folds could not apply, with why."""

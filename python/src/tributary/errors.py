@@ -26,6 +26,9 @@ class TributaryError(Exception):
         self.message = message
         self.status = status
         self.lines = lines or []
+        #: For an error raised by :meth:`Graph.ingest`: what was settled before it (its
+        #: ``through_line`` is where to resume).
+        self.result = None
 
 
 class InvalidInput(TributaryError):

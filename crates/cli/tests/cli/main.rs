@@ -498,12 +498,39 @@ fn dead_letters_and_cleanup_from_the_command_line() {
     let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
     assert!(summary["fold_commit"].is_string(), "{out}");
 
+    assert_eq!(summary["dead_letters"], 1, "{out}");
+    // The same input again, asked to fail on rejects: the summary, then exit 65.
+    let failed = run(&[
+        "ingest",
+        &graph,
+        &data.to_string_lossy(),
+        "--fail-on-reject",
+        "--format",
+        "table",
+    ]);
+    assert_eq!(failed.status.code(), Some(65), "{failed:?}");
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(
+        stdout.contains("could not apply 1 row") && stdout.contains("tributary rejects"),
+        "{stdout}"
+    );
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(stderr.contains("--fail-on-reject"), "{stderr}");
+    let good = dir.path().join("good.ndjson");
+    std::fs::write(&good, "{\"type\":\"Person\",\"data\":{\"name\":\"b\"}}\n").unwrap();
+    ok(&[
+        "ingest",
+        &graph,
+        &good.to_string_lossy(),
+        "--fail-on-reject",
+    ]);
+
     let rejects = ok(&["rejects", &graph, "--format", "ndjson"]);
     let rows: Vec<serde_json::Value> = rejects
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(rows.len(), 1, "{rejects}");
+    assert_eq!(rows.len(), 2, "{rejects}");
     assert_eq!(rows[0]["kind"], "endpoint");
     assert_eq!(rows[0]["key"], "a->nobody");
     assert_eq!(rows[0]["fold_commit"], summary["fold_commit"]);
@@ -523,7 +550,47 @@ fn dead_letters_and_cleanup_from_the_command_line() {
     // Still readable after cleanup.
     assert_eq!(
         ok(&["read", &graph, "Person", "--select", "id", "--format", "csv"]),
-        "id\na\n"
+        "id\na\nb\n"
+    );
+}
+
+#[test]
+fn a_byte_order_mark_a_missing_node_and_a_misspelt_name_are_handled_as_a_user_expects() {
+    let (dir, graph) = empty_graph();
+    let bom = dir.path().join("bom.ndjson");
+    std::fs::write(
+        &bom,
+        "\u{feff}{\"type\":\"Person\",\"data\":{\"name\":\"ada\"}}\n",
+    )
+    .unwrap();
+    ok(&["load", &graph, &bom.to_string_lossy()]);
+    ok(&["get", &graph, "Person", "ada"]);
+    // `neighbors` of a node that is not there is "not found", as `get` is.
+    let missing = run(&["neighbors", &graph, "Person", "nobody", "--edge", "Knows"]);
+    assert_eq!(missing.status.code(), Some(66), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("Person `nobody` not found"),
+        "{missing:?}"
+    );
+    // A node with no edges has no neighbours: an empty answer.
+    ok(&["neighbors", &graph, "Person", "ada", "--edge", "Knows"]);
+    let misspelt = run(&["read", &graph, "Persn"]);
+    assert_eq!(misspelt.status.code(), Some(66), "{misspelt:?}");
+    assert!(
+        String::from_utf8_lossy(&misspelt.stderr).contains("did you mean `Person`?"),
+        "{misspelt:?}"
+    );
+    let line = dir.path().join("typo.ndjson");
+    std::fs::write(
+        &line,
+        "{\"type\":\"Persn\",\"data\":{\"name\":\"x\"}}\n{\"type\":\"Person\",\"data\":{\"nmae\":\"x\"}}\n",
+    )
+    .unwrap();
+    let refused = run(&["load", &graph, &line.to_string_lossy()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(r#"did you mean "Person"?"#) && stderr.contains("did you mean `name`?"),
+        "{stderr}"
     );
 }
 

@@ -468,6 +468,9 @@ impl<'c> Decoder<'c> {
             .iter()
             .map(|ty| ty.name.as_str())
             .collect();
+        let meant = crate::nearest_name(name, names.iter().copied())
+            .map(|meant| format!("did you mean {}? ", quote(meant)))
+            .unwrap_or_default();
         if names.is_empty() {
             format!(
                 "unknown type {} (the schema declares no types)",
@@ -475,12 +478,19 @@ impl<'c> Decoder<'c> {
             )
         } else if names.len() <= MAX_LISTED_TYPES {
             format!(
-                "unknown type {} (known types: {})",
+                "unknown type {} ({meant}known types: {})",
                 quote(name),
                 names.join(", ")
             )
         } else {
-            format!("unknown type {}", quote(name))
+            format!(
+                "unknown type {}{}",
+                quote(name),
+                meant
+                    .strip_suffix(' ')
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            )
         }
     }
 }
@@ -601,7 +611,7 @@ fn convert_members<'l>(
     let mut cells: Vec<Option<Cell<'l>>> = vec![None; def.fields.len()];
     for (name, value) in members {
         let Some(index) = def.fields.iter().position(|field| field.name == name) else {
-            return Err(Reject::field(&name, unknown_field(def)));
+            return Err(Reject::field(&name, unknown_field(def, &name)));
         };
         let field = &def.fields[index];
         if cells[index].is_some() {
@@ -623,9 +633,16 @@ fn required(field: &crate::schema::FieldDef) -> String {
     format!("required field is missing or null (expected {})", field.ty)
 }
 
-fn unknown_field(def: &TypeDef) -> String {
+fn unknown_field(def: &TypeDef, name: &str) -> String {
     let names: Vec<&str> = def.fields.iter().map(|field| field.name.as_str()).collect();
-    format!("unknown field ({} has: {})", def.name, names.join(", "))
+    let meant = crate::nearest_name(name, names.iter().copied())
+        .map(|meant| format!("did you mean `{meant}`? "))
+        .unwrap_or_default();
+    format!(
+        "unknown field ({meant}{} has: {})",
+        def.name,
+        names.join(", ")
+    )
 }
 
 /// serde_json's message without its "at line 1 column N" suffix (every line is line 1 to

@@ -23,8 +23,10 @@ pub(crate) enum Json<'a> {
 
 impl Json<'_> {
     /// Parse one JSON document borrowing from `text`.
+    /// A UTF-8 byte-order mark before it (an editor's, at the start of a file) is
+    /// skipped.
     pub fn parse(text: &str) -> Result<Json<'_>, serde_json::Error> {
-        serde_json::from_str(text)
+        serde_json::from_str(text.strip_prefix('\u{feff}').unwrap_or(text))
     }
 
     /// Short description for "found …" messages: kind plus the value when it is short.

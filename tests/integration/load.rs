@@ -479,3 +479,25 @@ async fn a_load_to_a_missing_branch_leaves_nothing_behind() {
     let leases = std::path::Path::new(&uri).join("__leases");
     assert!(!leases.join("nope").exists());
 }
+
+/// Lance's merge of a materialized source collected the target into its 300 MB spill pool
+/// and refused a load of 150k rows into a table of 150k; a streamed source does not.
+#[tokio::test]
+async fn a_large_load_into_a_large_table_is_not_refused_for_memory() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    for prefix in ["m", "n"] {
+        let lines: Vec<String> = (0..150_000)
+            .map(|i| {
+                format!(
+                    r#"{{"type":"Person","data":{{"name":"{prefix}{i}","age":{}}}}}"#,
+                    i % 100
+                )
+            })
+            .collect();
+        graph
+            .load(&ndjson(&lines), &LoadOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(rows(&graph, "Person").await, 300_000);
+}

@@ -358,7 +358,7 @@ impl Graph {
             );
         }
         let job = builder.try_build().context(lance_err("stage"))?;
-        job.execute_uncommitted_batches(vec![batch.batch.clone()])
+        job.execute_uncommitted(tributary_write::merge_source(batch.batch.clone()))
             .await
             .context(lance_err("stage"))
     }

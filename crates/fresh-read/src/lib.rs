@@ -125,7 +125,23 @@ impl<'a> TableReader<'a> {
         if let Some(limit) = query.limit {
             plan = plan.limit(limit).map_err(self.invalid("limit"))?;
         }
-        plan.run().await.map_err(self.execution(query.filter))
+        let batch = plan.run().await.map_err(self.execution(query.filter))?;
+        match query.select {
+            // Lance's LSM scanner keeps the key it deduplicates on beside the columns
+            // asked for: a fresh read returns exactly what a snapshot read does.
+            Some(columns) if batch.num_columns() != columns.len() => {
+                let schema = batch.schema();
+                let indices: Vec<usize> = columns
+                    .iter()
+                    .filter_map(|c| schema.index_of(c).ok())
+                    .collect();
+                batch.project(&indices).context(ArrowSnafu {
+                    action: "project the selected columns",
+                    table: self.table(),
+                })
+            }
+            _ => Ok(batch),
+        }
     }
 
     /// A read of this table through its tier, to configure.

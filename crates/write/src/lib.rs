@@ -8,7 +8,8 @@
 //!   ([`constraints`]);
 //! - the fold: durable MemWAL generations → one graph commit, exactly once; its dead
 //!   letters ([`rejects`]);
-//! - what a delete removes, the same filter for load and fold ([`removal`]);
+//! - what a delete removes, the same filter for load and fold, and a merge's source
+//!   ([`removal`]);
 //! - index upkeep ([`indexes`]).
 
 pub mod commit;
@@ -31,5 +32,5 @@ pub use error::{Error, Result};
 pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
 pub use lease::{path_segment, producers_dir, Acquired, Lease, LEASE_DIR, PRODUCER_DIR};
 pub use rejects::{rejects_schema, REJECTS_PATH};
-pub use removal::{edge_rows, removal_filter};
+pub use removal::{edge_rows, merge_source, removal_filter};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};

@@ -60,3 +60,19 @@ pub async fn edge_rows(
         })
         .collect())
 }
+
+/// `batch` as the source stream of a merge-insert. Lance plans a materialized source
+/// (`execute_uncommitted_batches`, a MemTable) with a hash join that collects the target
+/// into its spill pool (300 MB on 2 cores), so a load of 150k rows into a table of 150k
+/// was refused; a streamed source gets the plan the fold's merge gets.
+pub fn merge_source(
+    batch: arrow_array::RecordBatch,
+) -> datafusion_physical_plan::SendableRecordBatchStream {
+    let schema = batch.schema();
+    Box::pin(
+        datafusion_physical_plan::stream::RecordBatchStreamAdapter::new(
+            schema,
+            futures::stream::iter([Ok(batch)]),
+        ),
+    )
+}

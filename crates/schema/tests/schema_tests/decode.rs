@@ -299,7 +299,7 @@ rejection_tests! {
         r#"a line has "type" (a node) or "edge" (an edge), not both"#;
     type_not_a_string: r#"{"type":5}"# => None, r#""type" must be a type name string, found number 5"#;
     unknown_type: r#"{"type":"Persn","data":{"name":"x"}}"# => None,
-        r#"unknown type "Persn" (known types: Person, Company, Account, WorksAt, Knows, Rated)"#;
+        r#"unknown type "Persn" (did you mean "Person"? known types: Person, Company, Account, WorksAt, Knows, Rated)"#;
     node_type_used_as_edge: r#"{"edge":"Person","from":"a","to":"b"}"# => None,
         r#"Person is a node type: write {"type": "Person", ...}, not "edge""#;
     edge_type_used_as_node: r#"{"type":"Knows","data":{}}"# => None,
@@ -311,7 +311,7 @@ rejection_tests! {
     data_not_an_object: r#"{"type":"Person","data":["x"]}"# => None,
         r#""data" must be an object, found array of 1 item"#;
     unknown_field: r#"{"type":"Person","data":{"name":"x","nmae":"y"}}"# => Some("nmae"),
-        "unknown field (Person has: name, age, status, email, bio, embedding, tags, scores, joined, weight, verified, visits)";
+        "unknown field (did you mean `name`? Person has: name, age, status, email, bio, embedding, tags, scores, joined, weight, verified, visits)";
     field_given_twice: r#"{"type":"Person","data":{"name":"x","name":"y"}}"# => Some("name"),
         "field appears twice";
     wrong_json_type: r#"{"type":"Person","data":{"name":"x","age":"36"}}"# => Some("age"),

@@ -71,15 +71,11 @@ pub async fn run(
                 None => At::branch(&from)?,
             };
             let commit = opened.create_branch(&name, &from).await?;
-            let rows = vec![
-                ("branch".to_owned(), name),
-                ("commit".to_owned(), commit.id.to_string()),
-                (
-                    "from".to_owned(),
-                    commit.parent.map(|p| p.to_string()).unwrap_or_default(),
-                ),
-            ];
-            emit(out, &output::pairs_batch(("field", "value"), &rows))
+            let summary = output::Summary::new()
+                .with("branch", name)
+                .with("commit", commit.id.to_string())
+                .with("from", commit.parent.map(|p| p.to_string()));
+            summary.write(out, format).map_err(Failure::io)
         }
         BranchAction::List { graph } => {
             let opened = backend::open(&graph, server).await?;
@@ -89,8 +85,8 @@ pub async fn run(
         BranchAction::Delete { graph, name } => {
             let opened = backend::open(&graph, server).await?;
             opened.delete_branch(&name).await?;
-            let rows = vec![("deleted".to_owned(), name)];
-            emit(out, &output::pairs_batch(("field", "value"), &rows))
+            let summary = output::Summary::new().with("deleted", name);
+            summary.write(out, format).map_err(Failure::io)
         }
         BranchAction::Merge {
             graph,
@@ -104,22 +100,13 @@ pub async fn run(
                 MergeKind::FastForward => "fast-forward",
                 MergeKind::ThreeWay => "three-way",
             };
-            let mut rows = vec![("merge".to_owned(), kind.to_owned())];
-            rows.extend(
-                outcome
-                    .rows
-                    .iter()
-                    .map(|(ty, n)| (ty.clone(), n.to_string())),
-            );
-            rows.extend(
-                outcome
-                    .deleted
-                    .iter()
-                    .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
-            );
-            rows.push(("base".to_owned(), outcome.base.to_string()));
-            rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
-            emit(out, &output::pairs_batch(("field", "value"), &rows))
+            let summary = output::Summary::new()
+                .with("merge", kind)
+                .counts("rows", &outcome.rows)
+                .counts("deleted", &outcome.deleted)
+                .with("base", outcome.base.to_string())
+                .with("commit", outcome.commit.id.to_string());
+            summary.write(out, format).map_err(Failure::io)
         }
     }
 }

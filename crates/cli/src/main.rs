@@ -375,6 +375,9 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
     let emit = |out: &mut dyn Write, batch: &arrow_array::RecordBatch| {
         output::write_batch(out, format, batch).map_err(Failure::io)
     };
+    let summarize = |out: &mut dyn Write, summary: output::Summary| {
+        summary.write(out, format).map_err(Failure::io)
+    };
     match command {
         Command::Init { graph, schema } => {
             let source = std::fs::read_to_string(&schema)
@@ -387,12 +390,11 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     (opened.catalog().types.len(), head.id.to_string())
                 }
             };
-            let rows = vec![
-                ("graph".to_owned(), graph),
-                ("types".to_owned(), types.to_string()),
-                ("commit".to_owned(), commit),
-            ];
-            emit(&mut out, &output::pairs_batch(("field", "value"), &rows))
+            let summary = output::Summary::new()
+                .with("graph", graph)
+                .with("types", types)
+                .with("commit", commit);
+            summarize(&mut out, summary)
         }
         Command::Load {
             graph,
@@ -414,22 +416,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 ..Default::default()
             };
             let outcome = opened.load(&text, &options).await?;
-            let mut rows: Vec<(String, String)> = outcome
-                .rows
-                .iter()
-                .map(|(ty, n)| (ty.clone(), n.to_string()))
-                .collect();
-            rows.extend(
-                outcome
-                    .deleted
-                    .iter()
-                    .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
-            );
-            rows.push(("commit".to_owned(), outcome.commit.id.to_string()));
-            if outcome.replayed {
-                rows.push(("replayed".to_owned(), "true".to_owned()));
-            }
-            emit(&mut out, &output::pairs_batch(("type", "rows"), &rows))
+            let summary = output::Summary::new()
+                .with("commit", outcome.commit.id.to_string())
+                .counts("rows", &outcome.rows)
+                .counts("deleted", &outcome.deleted)
+                .with("replayed", outcome.replayed);
+            summarize(&mut out, summary)
         }
         Command::Read {
             graph,
@@ -457,12 +449,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         } => {
             let opened = backend::open(&graph, &server).await?;
             let shards = opened.shards_of(&r#type, &keys).await?;
-            let rows: Vec<(String, String)> = keys
-                .into_iter()
-                .zip(shards)
-                .map(|(key, shard)| (key, shard.to_string()))
-                .collect();
-            emit(&mut out, &output::pairs_batch(("key", "shard"), &rows))
+            emit(&mut out, &output::shards_batch(&keys, &shards))
         }
         Command::Get {
             graph,
@@ -550,7 +537,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                     RejectPolicy::DeadLetter
                 };
                 let outcome = opened.fold(&branch, policy).await?;
-                emit(&mut out, &output::fold_batch(&outcome))
+                summarize(&mut out, output::fold_summary(&outcome))
             }
             (None, Some(graph)) => {
                 let run = ingest::IngestRun {
@@ -592,32 +579,20 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;
-            let rows = vec![
-                (
-                    "wal_entries".to_owned(),
-                    report.memwal.wal_entries.to_string(),
-                ),
-                (
-                    "generations".to_owned(),
-                    report.memwal.generations.to_string(),
-                ),
-                (
-                    "shard_manifests".to_owned(),
-                    report.memwal.manifest_versions.to_string(),
-                ),
-                ("table_versions".to_owned(), report.versions.to_string()),
-                ("branch_lineages".to_owned(), report.branches.to_string()),
-                (
-                    "bytes".to_owned(),
-                    (report.memwal.bytes + report.version_bytes).to_string(),
-                ),
-            ];
-            emit(&mut out, &output::pairs_batch(("removed", "count"), &rows))
+            let summary = output::Summary::new()
+                .with("wal_entries", report.memwal.wal_entries)
+                .with("generations", report.memwal.generations)
+                .with("shard_manifests", report.memwal.manifest_versions)
+                .with("table_versions", report.versions)
+                .with("branch_lineages", report.branches)
+                .with("bytes", report.memwal.bytes + report.version_bytes);
+            summarize(&mut out, summary)
         }
         Command::Rejects { graph, at } => {
             let opened = backend::open(&graph, &server).await?;
             let batch = opened.rejects(&at.at()?).await?;
-            emit(&mut out, &batch)
+            // A dead letter's row is JSON: nested as such in JSON output.
+            output::write_batch_nesting(&mut out, format, &batch, &["row"]).map_err(Failure::io)
         }
         Command::Schema(SchemaArgs {
             action: Some(SchemaAction::Apply { graph, file }),

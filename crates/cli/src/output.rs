@@ -99,6 +99,50 @@ pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> 
     }
 }
 
+/// [`write_batch`], with the string columns `json_columns` (JSON text, like a dead letter's
+/// row) written as the JSON they hold in the `json` and `ndjson` formats.
+pub fn write_batch_nesting(
+    out: &mut dyn Write,
+    format: Format,
+    batch: &RecordBatch,
+    json_columns: &[&str],
+) -> Result<(), String> {
+    if !matches!(format, Format::Json | Format::Ndjson) {
+        return write_batch(out, format, batch);
+    }
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let mut bytes = Vec::new();
+    {
+        let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
+        writer.write(batch).map_err(|e| err(&e))?;
+        writer.finish().map_err(|e| err(&e))?;
+    }
+    let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = if bytes.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_slice(&bytes).map_err(|e| err(&e))?
+    };
+    for row in &mut rows {
+        for column in json_columns {
+            if let Some(serde_json::Value::String(text)) = row.get(*column) {
+                if let Ok(value) = serde_json::from_str::<serde_json::Value>(text) {
+                    row.insert((*column).to_owned(), value);
+                }
+            }
+        }
+    }
+    if format == Format::Json {
+        let text = serde_json::to_string(&rows).map_err(|e| err(&e))?;
+        writeln!(out, "{text}").map_err(|e| err(&e))
+    } else {
+        for row in rows {
+            let text = serde_json::to_string(&row).map_err(|e| err(&e))?;
+            writeln!(out, "{text}").map_err(|e| err(&e))?;
+        }
+        Ok(())
+    }
+}
+
 /// CSV by each value's display form, so nested columns (lists, vectors) render too.
 fn write_csv(out: &mut dyn Write, batch: &RecordBatch) -> std::io::Result<()> {
     let header: Vec<String> = batch
@@ -244,39 +288,105 @@ pub fn branches_batch(heads: &[CommitRecord]) -> RecordBatch {
 }
 
 /// What a fold did: rows per type, rows deleted per type, dead letters, commits (the last
-/// one's id).
-pub fn fold_batch(outcome: &tributary::FoldOutcome) -> RecordBatch {
-    let mut rows: Vec<(String, String)> = outcome
-        .rows
-        .iter()
-        .map(|(ty, n)| (ty.clone(), n.to_string()))
-        .collect();
-    rows.extend(
-        outcome
-            .deleted
-            .iter()
-            .map(|(ty, n)| (format!("{ty} deleted"), n.to_string())),
-    );
-    rows.push(("rejected".to_owned(), outcome.rejected.to_string()));
-    rows.push(("commits".to_owned(), outcome.commits.to_string()));
-    rows.push((
-        "generations".to_owned(),
-        outcome
-            .folded
-            .iter()
-            .map(|f| f.last_generation - f.first_generation + 1)
-            .sum::<u64>()
-            .to_string(),
-    ));
-    rows.push((
-        "commit".to_owned(),
-        outcome
-            .commit
-            .as_ref()
-            .map(|c| c.id.to_string())
-            .unwrap_or_else(|| "none (nothing pending)".to_owned()),
-    ));
-    pairs_batch(("type", "rows"), &rows)
+/// one's id; none when nothing was pending).
+pub fn fold_summary(outcome: &tributary::FoldOutcome) -> Summary {
+    Summary::new()
+        .counts("rows", &outcome.rows)
+        .counts("deleted", &outcome.deleted)
+        .with("rejected", outcome.rejected)
+        .with("commits", outcome.commits)
+        .with(
+            "generations",
+            outcome
+                .folded
+                .iter()
+                .map(|f| f.last_generation - f.first_generation + 1)
+                .sum::<u64>(),
+        )
+        .with("commit", outcome.commit.as_ref().map(|c| c.id.to_string()))
+}
+
+/// What a command did, as named values: one JSON object for `json` and `ndjson` (counts
+/// are numbers, per-type counts an object, ids strings), a `field`/`value` table for
+/// `table` and `csv` (an object's entries as `field.key` rows).
+#[derive(Debug, Default)]
+pub struct Summary(Vec<(String, serde_json::Value)>);
+
+impl Summary {
+    pub fn new() -> Summary {
+        Summary::default()
+    }
+
+    /// Add `field` = `value`.
+    pub fn with(mut self, field: &str, value: impl Into<serde_json::Value>) -> Summary {
+        self.0.push((field.to_owned(), value.into()));
+        self
+    }
+
+    /// Add `field` = an object of counts (rows per type, say).
+    pub fn counts<'a>(
+        self,
+        field: &str,
+        counts: impl IntoIterator<Item = (&'a String, &'a u64)>,
+    ) -> Summary {
+        let object: serde_json::Map<String, serde_json::Value> = counts
+            .into_iter()
+            .map(|(k, &v)| (k.clone(), v.into()))
+            .collect();
+        self.with(field, serde_json::Value::Object(object))
+    }
+
+    pub fn write(&self, out: &mut dyn Write, format: Format) -> Result<(), String> {
+        let err = |e: &dyn std::fmt::Display| e.to_string();
+        match format {
+            Format::Json | Format::Ndjson => {
+                let object: serde_json::Map<String, serde_json::Value> =
+                    self.0.iter().cloned().collect();
+                let text = if format == Format::Json {
+                    serde_json::to_string_pretty(&object)
+                } else {
+                    serde_json::to_string(&object)
+                };
+                writeln!(out, "{}", text.map_err(|e| err(&e))?).map_err(|e| err(&e))
+            }
+            Format::Table | Format::Csv => {
+                let mut rows = Vec::new();
+                for (field, value) in &self.0 {
+                    match value {
+                        serde_json::Value::Object(entries) => {
+                            for (key, value) in entries {
+                                rows.push((format!("{field}.{key}"), plain(value)));
+                            }
+                        }
+                        value => rows.push((field.clone(), plain(value))),
+                    }
+                }
+                write_batch(out, format, &pairs_batch(("field", "value"), &rows))
+            }
+        }
+    }
+}
+
+/// A value as a person reads it: a string without its quotes, `null` as nothing.
+fn plain(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(text) => text.clone(),
+        serde_json::Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Each key's shard (numbers, so JSON has them as numbers).
+#[expect(clippy::expect_used, reason = "the columns are built for this schema")]
+pub fn shards_batch(keys: &[String], shards: &[u32]) -> RecordBatch {
+    let schema = Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("shard", DataType::UInt32, false),
+    ]);
+    let keys = StringArray::from_iter_values(keys.iter().map(String::as_str));
+    let shards = arrow_array::UInt32Array::from_iter_values(shards.iter().copied());
+    RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(shards)])
+        .expect("key and shard columns")
 }
 
 /// A two-column batch of `(name, value)` pairs, for summaries.

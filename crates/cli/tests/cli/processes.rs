@@ -47,7 +47,7 @@ fn a_process_owning_some_shards_refuses_rows_of_the_others_naming_the_shard() {
         .lines()
         .map(|l| {
             let row: serde_json::Value = serde_json::from_str(l).unwrap();
-            row["shard"].as_str().unwrap().parse().unwrap()
+            row["shard"].as_u64().unwrap()
         })
         .collect();
     assert_eq!(shard_of.len(), 8, "{listed}");

@@ -25,9 +25,14 @@ pub(crate) use failure::Failure;
 
 use output::Format;
 
-const EXIT_HELP: &str =
-    "Exit status: 0 success; 2 usage error; 65 invalid input (the message names \
-the line and field); 66 not found; 75 conflict or unavailable (retry); 70 internal error.";
+const EXIT_HELP: &str = "Exit status: 0 success (also when the reader of the output goes \
+away, as `| head` does); 2 usage error; 64 --server is not an http(s) URL; 65 invalid input \
+(the message names the line and field; also `ingest --strict` and `--fail-on-reject`); 66 \
+not found (a graph, branch, type, row or input file); 70 internal error; 74 I/O error \
+(reading input, writing output); 75 conflict, fenced or unavailable (retry); 77 \
+unauthorized or forbidden; 130 `ingest` stopped by a signal (what it acknowledged stays \
+durable).\n\nLogs go to stderr: RUST_LOG (e.g. `info`, `tributary=debug`) or TRIBUTARY_LOG \
+(a level) chooses what, --log-format json makes each line a JSON object.";
 
 /// A graph store on Lance tables.
 ///
@@ -40,11 +45,28 @@ struct Cli {
     #[arg(long, global = true, value_enum)]
     format: Option<Format>,
 
+    /// How log lines on stderr are written: `text`, or `json` (one object per line, for a
+    /// log collector).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "TRIBUTARY_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+
     #[command(flatten)]
     server: ServerArgs,
 
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +209,16 @@ enum Command {
     /// run against it. Ctrl-C or SIGTERM stops it cleanly: requests in flight get
     /// --shutdown-grace to finish, then every writer is flushed and it exits 0.
     Serve(serve::ServeArgs),
+    /// Print a completion script for SHELL, from this command line's own definition:
+    /// `tributary completions bash > /etc/bash_completion.d/tributary`, or
+    /// `source <(tributary completions zsh)`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), generated from this command line's own definition:
+    /// `tributary man > tributary.1 && man ./tributary.1`.
+    Man,
 }
 
 #[derive(Debug, clap::Args)]
@@ -275,6 +307,10 @@ enum IngestAction {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
+        /// Show it again every SECONDS (2 when not given) until Ctrl-C: a live view of
+        /// pending rows, lag and the last fold (the screen is redrawn on a terminal).
+        #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+        watch: Option<f64>,
     },
     /// Fold now: flush what the graph's WALs hold — claiming the shards of writers in other
     /// processes, which reopen on their next send — and publish it as one commit. Prints
@@ -348,7 +384,26 @@ fn main() -> ExitCode {
     // Crash tests stop this process at a named window (`FAILPOINTS=point=action`); inert
     // unless the engine is built with its `failpoints` feature.
     let _failpoints = fail::FailScenario::setup();
-    log_to_stderr();
+    log_to_stderr(cli.log_format);
+    match &cli.command {
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(*shell, &mut command, "tributary", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            return match clap_mangen::Man::new(command).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the manual page: {e}");
+                    ExitCode::from(74)
+                }
+            };
+        }
+        _ => {}
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -512,14 +567,45 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             emit(&mut out, &output::commits_batch(&commits))
         }
         Command::Ingest(args) => match (args.action, args.graph) {
-            (Some(IngestAction::Status { graph, branch }), _) => {
+            (
+                Some(IngestAction::Status {
+                    graph,
+                    branch,
+                    watch,
+                }),
+                _,
+            ) => {
                 let opened = backend::open(&graph, &server).await?;
-                let status = opened.ingest_status(&branch).await?;
-                emit(&mut out, &output::status_batch(&status))?;
-                if status.producers.is_empty() {
-                    Ok(())
-                } else {
-                    emit(&mut out, &output::producers_batch(&status))
+                let every = match watch {
+                    Some(seconds) if seconds.is_finite() && seconds > 0.0 => {
+                        Some(std::time::Duration::from_secs_f64(seconds))
+                    }
+                    Some(_) => {
+                        return Err(Failure::usage("--watch takes a number of seconds above 0"))
+                    }
+                    None => None,
+                };
+                let redraw = every.is_some() && format == Format::Table && {
+                    use std::io::IsTerminal;
+                    std::io::stdout().is_terminal()
+                };
+                let mut stop = Box::pin(signals::stop_requested());
+                loop {
+                    let status = opened.ingest_status(&branch).await?;
+                    if redraw {
+                        // Clear the screen and go home, then draw the view again.
+                        write!(out, "\x1b[2J\x1b[H").map_err(|e| Failure::io(e.to_string()))?;
+                    }
+                    emit(&mut out, &output::status_batch(&status))?;
+                    if !status.producers.is_empty() {
+                        emit(&mut out, &output::producers_batch(&status))?;
+                    }
+                    out.flush().map_err(|e| Failure::io(e.to_string()))?;
+                    let Some(every) = every else { return Ok(()) };
+                    tokio::select! {
+                        _ = tokio::time::sleep(every) => {}
+                        _ = &mut stop => return Ok(()),
+                    }
                 }
             }
             (
@@ -575,6 +661,8 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             (None, None) => Err(Failure::missing_argument("ingest needs a GRAPH")),
         },
         Command::Serve(args) => serve::run(args, &server).await,
+        // Answered before the runtime starts.
+        Command::Completions { .. } | Command::Man => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
@@ -623,23 +711,30 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
     }
 }
 
-/// Warnings of the engine (a wait for another process's write lease, a write resolved
-/// after a failure) go to stderr; `TRIBUTARY_LOG=info` or `debug` shows more.
-fn log_to_stderr() {
-    let level = match std::env::var("TRIBUTARY_LOG").as_deref() {
-        Ok("error") => tracing::Level::ERROR,
-        Ok("info") => tracing::Level::INFO,
-        Ok("debug") => tracing::Level::DEBUG,
-        Ok("trace") => tracing::Level::TRACE,
-        _ => tracing::Level::WARN,
-    };
-    tracing_subscriber::fmt()
+/// Logs on stderr: what `RUST_LOG` selects (a directive such as `info` or
+/// `tributary=debug,lance=warn`), else the level `TRIBUTARY_LOG` names, else warnings (a
+/// wait for another process's write lease, a write resolved after a failure).
+fn log_to_stderr(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| {
+            let named = std::env::var("TRIBUTARY_LOG").unwrap_or_default();
+            let level = match named.as_str() {
+                level @ ("error" | "info" | "debug" | "trace") => level,
+                _ => "warn",
+            };
+            EnvFilter::new(level)
+        });
+    let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_max_level(level)
-        .with_target(false)
-        .without_time()
-        .with_ansi(false)
-        .init();
+        .with_env_filter(filter)
+        .with_ansi(false);
+    match format {
+        LogFormat::Text => builder.with_target(false).without_time().init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }
 
 /// A duration such as `7d`, `12h`, `30m`, `90s` or `0s`.

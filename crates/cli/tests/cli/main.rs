@@ -96,6 +96,8 @@ fn every_command_has_help() {
         "rejects",
         "cleanup",
         "branch",
+        "completions",
+        "man",
     ] {
         assert!(top.contains(command), "top-level help misses {command}");
         let help = ok(&[command, "--help"]);
@@ -108,6 +110,79 @@ fn every_command_has_help() {
             "{command} --help:\n{help}"
         );
     }
+}
+
+#[test]
+fn completions_a_man_page_json_logs_and_a_watched_status_come_from_the_cli() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok(&["completions", shell]);
+        assert!(
+            script.contains("tributary") && script.contains("ingest"),
+            "{shell}: {script}"
+        );
+    }
+    let man = ok(&["man"]);
+    assert!(
+        man.starts_with(".ie") || man.contains(".TH tributary"),
+        "{man}"
+    );
+    let help = ok(&["--help"]);
+    for status in ["64", "74", "77", "130"] {
+        assert!(
+            help.contains(status),
+            "exit status {status} undocumented: {help}"
+        );
+    }
+
+    let (dir, graph) = empty_graph();
+    let data = dir.path().join("in.ndjson");
+    std::fs::write(&data, "{\"type\":\"Person\",\"data\":{\"name\":\"a\"}}\n").unwrap();
+    let logged = bin()
+        .args([
+            "ingest",
+            &graph,
+            &data.to_string_lossy(),
+            "--log-format",
+            "json",
+        ])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(logged.status.success(), "{logged:?}");
+    let stderr = String::from_utf8_lossy(&logged.stderr);
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["level"] == "INFO" && l["fields"]["message"] == "folded"),
+        "{stderr}"
+    );
+
+    // `ingest status --watch` shows the status again and again until a signal stops it.
+    let watching = bin()
+        .args([
+            "ingest", "status", &graph, "--watch", "0.2", "--format", "ndjson",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let sent = Command::new("kill")
+        .args(["-INT", &watching.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let watched = watching.wait_with_output().unwrap();
+    assert_eq!(watched.status.code(), Some(0), "{watched:?}");
+    let views = String::from_utf8_lossy(&watched.stdout)
+        .lines()
+        .filter(|l| l.contains(r#""type":"Person""#))
+        .count();
+    assert!(views >= 2, "shown {views} times");
 }
 
 #[test]

@@ -458,3 +458,39 @@ async fn a_halted_fold_on_a_branch_is_reported_on_that_branch_only() {
     graph.fold("dev").await.unwrap();
     assert_eq!(graph.ingest_status("dev").await.unwrap().fold_error, None);
 }
+
+/// What a send on a branch costs beyond one on `main`: exactly one read of the branch's
+/// head (the check that the branch still stands before the acknowledgement).
+#[tokio::test]
+async fn a_send_on_a_branch_costs_one_head_read_more_than_on_main() {
+    let (_dir, _uri, graph, counter) = tributary_tests::counted_graph().await;
+    send(&graph, "main", &[person("ada", 36)]).await;
+    graph.fold("main").await.unwrap();
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    let cost = |branch: &'static str| {
+        let graph = &graph;
+        let counter = counter.clone();
+        async move {
+            let ingest = graph.ingest(branch).unwrap();
+            // The first send opens the writer; the second is the steady cost.
+            ingest.send(1, &ndjson(&[person("warm", 1)])).await.unwrap();
+            let before = counter.snapshot();
+            ingest.send(2, &ndjson(&[person("bob", 40)])).await.unwrap();
+            counter.snapshot().since(&before).total()
+        }
+    };
+    let on_main = cost("main").await;
+    let on_dev = cost("dev").await;
+    let before = counter.snapshot();
+    use tributary_publisher::Publisher;
+    graph
+        .publisher()
+        .head(&tributary::branch("dev").unwrap())
+        .await
+        .unwrap();
+    let head_read = counter.snapshot().since(&before).total();
+    eprintln!(
+        "object-store ops per 1-row send: main {on_main}, branch {on_dev}, head read {head_read}"
+    );
+    assert_eq!(on_dev, on_main + head_read);
+}

@@ -128,15 +128,7 @@ impl Graph {
         // A type streamed before had its shards sealed when it stopped being streamed.
         for name in &change.newly_streamed {
             let path = type_of(&new, name)?.table_path();
-            if enrollment(
-                &self.store,
-                &MemWalTable::main(&path),
-                &self.settings.writer,
-            )
-            .await
-            .map_err(Error::from_memwal)?
-            .is_some()
-            {
+            if self.enrolled_on_main(&path).await? {
                 return Err(Error::BreakingSchemaChange {
                     refused: vec![tributary_schema::BreakingChange {
                         type_name: name.clone(),
@@ -341,6 +333,17 @@ impl Graph {
         Ok(())
     }
 
+    /// Whether the table at `path` is enrolled for streaming on `main`'s lineage (schema
+    /// changes run only while `main` is the one branch).
+    async fn enrolled_on_main(&self, path: &str) -> Result<bool> {
+        Ok(
+            enrollment(&self.store, &MemWalTable::main(path), &self.settings.writer)
+                .await
+                .map_err(Error::from_memwal)?
+                .is_some(),
+        )
+    }
+
     /// Drain and seal every shard of `ty`'s table on the lineage `at`. A table not
     /// enrolled yet is enrolled first: a process that has not seen the change (or the
     /// branch's delete) would enrol it at its first send, and acknowledge rows no fold
@@ -456,15 +459,7 @@ impl Graph {
             tracing::warn!(%error, table = %ty.table_path(), "could not build indexes");
         }
         let path = ty.table_path();
-        if enrollment(
-            &self.store,
-            &MemWalTable::main(&path),
-            &self.settings.writer,
-        )
-        .await
-        .map_err(Error::from_memwal)?
-        .is_none()
-        {
+        if !self.enrolled_on_main(&path).await? {
             return Ok(());
         }
         let existing: Vec<String> = dataset

@@ -24,6 +24,14 @@ use tributary_write::Recovered;
 
 const BRANCH_ACTOR: &str = "tributary:branch";
 
+/// A small object that stands while a branch's lineage does: put before the branch's first
+/// head is published, removed once its shards are sealed and before its head goes. A send
+/// on the branch reads it (one GET) before acknowledging, instead of the head (five
+/// operations); a lineage without one (made before it existed) is checked at the head.
+pub(crate) fn lineage_marker(lineage: &str) -> String {
+    format!("__lineages/{}", tributary_write::path_segment(lineage))
+}
+
 /// How often a create publishes again after losing a race on the manifest to another
 /// branch's publish (its own head still absent).
 const CREATE_ATTEMPTS: usize = 5;
@@ -93,6 +101,10 @@ impl Graph {
                 .await?;
             tables.insert(path.clone(), forked);
         }
+        self.store
+            .put(&lineage_marker(&lineage), name.to_string().into_bytes())
+            .await
+            .context(StorageSnafu)?;
         // Tests stop a create here: forked tables with no head are cleanup's to remove.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("branch::before-publish", |_| Err(crate::Error::Fold {
@@ -201,6 +213,12 @@ impl Graph {
         }
         let head = self.publisher.head(name).await.context(PublishSnafu)?;
         self.seal_lineage(&head).await?;
+        if let Some(lineage) = head.lineage.as_deref() {
+            self.store
+                .delete(&lineage_marker(lineage))
+                .await
+                .context(StorageSnafu)?;
+        }
         self.streaming.forget_branch(name, head.lineage.as_deref());
         self.publisher
             .delete_branch(name, &head.id)

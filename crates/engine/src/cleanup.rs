@@ -193,6 +193,12 @@ impl Graph {
             if head.as_deref() == Some(lineage) {
                 return Ok(false);
             }
+            // The marker goes before the tables: a send may rely on it only while the
+            // lineage's seals stand.
+            self.store
+                .delete(&crate::branches::lineage_marker(lineage))
+                .await
+                .context(StorageSnafu)?;
             let mut removed = true;
             for path in tables {
                 removed &= self.drop_lineage(path, lineage).await?;

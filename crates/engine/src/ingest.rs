@@ -592,14 +592,26 @@ impl Ingestor<'_> {
 
     /// A branch other than `main` must still be the one the stream began on, after its
     /// rows are durable and before they are acknowledged: a delete seals the branch's
-    /// shards (fencing this stream's writers) before its head goes, and a cleanup may
-    /// remove the lineage, seals included, only after that; a head that still names the
-    /// lineage once the rows are durable means the delete, if any, came after them.
-    /// One head read per send, on branches only (`main` cannot be deleted).
+    /// shards (fencing this stream's writers), then removes the lineage's marker, then
+    /// its head, and a cleanup may remove the lineage, seals included, only after that;
+    /// a marker (or, for a lineage without one, a head naming the lineage) found once the
+    /// rows are durable means the delete, if any, came after them. One GET per send, on
+    /// branches only (`main` cannot be deleted).
     async fn check_branch_stands(&self) -> Result<()> {
         let Some(lineage) = self.lineage().await? else {
             return Ok(());
         };
+        let marker = crate::branches::lineage_marker(lineage);
+        if self
+            .graph
+            .store
+            .get(&marker)
+            .await
+            .map_err(|source| Error::Storage { source })?
+            .is_some()
+        {
+            return Ok(());
+        }
         let deleted = || Error::BranchDeleted {
             branch: self.branch.to_string(),
         };

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::json;
 use tributary::{Graph, IngestAck, IngestOptions, StreamLine};
@@ -152,10 +152,10 @@ async fn stream(
     }
     let mut lines = spawn_reader(&args.file)?;
     let progress =
-        std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson;
+        (std::io::stderr().is_terminal() && format != Format::Json && format != Format::Ndjson)
+            .then(|| progress_bar(&args.file));
     let started = Instant::now();
     let mut totals = Totals::default();
-    let mut last_progress = Instant::now();
     let mut next_line = 1u64;
     let mut stop = None;
     tokio::pin!(stop_requested);
@@ -174,6 +174,7 @@ async fn stream(
         let batch = batch?;
         let first_line = next_line;
         next_line += batch.len() as u64;
+        let bytes: u64 = batch.iter().map(|line| line.len() as u64 + 1).sum();
         let received = stream_lines(&batch);
         let ack = ingestor.send_lines(first_line, &received).await?;
         report(out, format, &mut totals, &ack)?;
@@ -181,17 +182,17 @@ async fn stream(
             stop = Some(Stop::Strict(bad));
             break;
         }
-        if progress && last_progress.elapsed() > Duration::from_millis(200) {
+        if let Some(bar) = &progress {
+            bar.inc(bytes);
             let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            eprint!(
-                "\r{} rows acked, {:.0} rows/s, {} rejected   ",
-                totals.acked, rate, totals.rejected
-            );
-            last_progress = Instant::now();
+            bar.set_message(format!(
+                "{} rows acked ({rate:.0}/s), {} rejected",
+                totals.acked, totals.rejected
+            ));
         }
     }
-    if progress {
-        eprintln!();
+    if let Some(bar) = &progress {
+        bar.finish();
     }
     let seconds = started.elapsed().as_secs_f64();
     // Publish what was acknowledged (unless asked not to, or stopped by a signal). A
@@ -209,6 +210,31 @@ async fn stream(
         }
     }
     Ok((totals, stop, seconds, fold_commit))
+}
+
+/// A progress bar on stderr for reading `file`: bytes read of its size, rate and time
+/// left (for standard input, or any input of unknown size, bytes read and rate).
+pub(crate) fn progress_bar(file: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    let size = (file != "-")
+        .then(|| std::fs::metadata(file).ok())
+        .flatten()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let (bar, template) = match size {
+        Some(size) => (
+            ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr()),
+            "{bar:30} {bytes}/{total_bytes} {bytes_per_sec}, {eta} left · {msg}",
+        ),
+        None => (
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
+            "{spinner} {bytes} read, {bytes_per_sec} · {msg}",
+        ),
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
 }
 
 /// The lines of `batch` as the ingestor takes them: one that is not UTF-8 is rejected on

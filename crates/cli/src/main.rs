@@ -470,7 +470,25 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 idempotency_key,
                 ..Default::default()
             };
-            let outcome = opened.load(&text, &options).await?;
+            // A load is one request: a spinner says it runs (on a terminal only).
+            let spinner = {
+                use std::io::IsTerminal;
+                (std::io::stderr().is_terminal() && format == Format::Table).then(|| {
+                    let spinner = indicatif::ProgressBar::new_spinner();
+                    spinner.set_message(format!(
+                        "validating and committing {} lines ({} bytes) of {file}",
+                        text.lines().count(),
+                        text.len()
+                    ));
+                    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+                    spinner
+                })
+            };
+            let loaded = opened.load(&text, &options).await;
+            if let Some(spinner) = spinner {
+                spinner.finish_and_clear();
+            }
+            let outcome = loaded?;
             let summary = output::Summary::new()
                 .with("commit", outcome.commit.id.to_string())
                 .counts("rows", &outcome.rows)

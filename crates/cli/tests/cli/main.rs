@@ -185,6 +185,39 @@ fn completions_a_man_page_json_logs_and_a_watched_status_come_from_the_cli() {
     assert!(views >= 2, "shown {views} times");
 }
 
+/// On a terminal (a pseudo-terminal made by util-linux's `script`), `ingest` of a file
+/// draws a progress bar of bytes read of the file's size with the rows acknowledged, and
+/// `load` a spinner it clears when done.
+#[test]
+fn ingest_and_load_of_a_file_show_progress_on_a_terminal() {
+    let (dir, graph) = empty_graph();
+    let data = dir.path().join("in.ndjson");
+    let lines: String = (0..5000)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"p{i}\"}}}}\n"))
+        .collect();
+    std::fs::write(&data, &lines).unwrap();
+    let bin = env!("CARGO_BIN_EXE_tributary");
+    let on_a_terminal = |args: &str| {
+        let output = Command::new("script")
+            .args(["-qec", &format!("{bin} {args}"), "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let data = data.to_string_lossy();
+    let ingested = on_a_terminal(&format!("ingest {graph} {data} --batch-lines 500"));
+    assert!(
+        ingested.contains("KiB/") && ingested.contains("5000 rows acked"),
+        "{ingested}"
+    );
+    let loaded = on_a_terminal(&format!("load {graph} {data}"));
+    assert!(loaded.contains("Person"), "{loaded}");
+    // Piped, neither draws anything.
+    let piped = run(&["ingest", &graph, &data]);
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("rows acked"));
+}
+
 #[test]
 fn load_then_read_in_every_format() {
     let (_dir, graph) = example_graph();

@@ -3,11 +3,14 @@
 //! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, log);
 //! - `lint`  fmt check and clippy `-D warnings` only (the quick loop while editing);
 //! - `test`  `lint`, then the test suite (nextest when installed);
-//! - `bench` the decode benchmark and the scenario benchmarks, in release;
+//! - `bench` the decode benchmark and the scenario benchmarks, in release; the scenarios'
+//!   records are kept in `docs/bench/results.ndjson` and drawn as SVG charts there;
+//! - `charts [RESULTS]` draw the charts again from a results file;
 //! - `ci`    what CI runs: `test`.
 //!
 //! Lance's build needs `protoc`; every cargo call here gets it from `protoc-bin-vendored`.
 
+mod charts;
 mod example;
 
 use std::path::{Path, PathBuf};
@@ -17,16 +20,19 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("demo") => demo(),
+        Some("charts") => charts(args.get(1).map(PathBuf::from)),
         Some("lint") => lint(),
         Some("test") | Some("ci") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("gen-example") => example::write(&root().join("examples")),
         _ => {
             eprintln!(
-                "usage: cargo xtask <demo|lint|test|bench|ci>\n\n  demo   build the CLI and run it on examples/\n  \
+                "usage: cargo xtask <demo|lint|test|bench|charts|ci>\n\n  demo   build the CLI and run it on examples/\n  \
                  lint   fmt check and clippy -D warnings (no tests)\n  \
                  test   fmt check, clippy -D warnings, the whole test suite (extra args go to the test runner)\n  \
-                 bench  benchmarks in release, JSON lines on stdout\n  ci     same as test"
+                 bench  benchmarks in release, JSON lines on stdout, kept and drawn in docs/bench/\n  \
+                 charts draw docs/bench/*.svg again from docs/bench/results.ndjson (or a given file)\n  \
+                 ci     same as test"
             );
             Err("unknown command".into())
         }
@@ -201,7 +207,8 @@ fn bench(extra: &[String]) -> Result {
         "--",
     ])?;
     scenarios.args(extra).env("TRIBUTARY_TEST_S3", &s3);
-    run(scenarios)?;
+    let records = run_keeping_records(scenarios)?;
+    keep_results(&records)?;
     run(cargo_with(&[
         "bench",
         "-p",
@@ -334,4 +341,127 @@ fn demo() -> Result {
         bin.display()
     );
     Ok(())
+}
+
+/// Run `command`, passing its output through, and keep the JSON records it prints (one
+/// per line, with a `scenario`).
+fn run_keeping_records(mut command: Command) -> Result<Vec<String>> {
+    use std::io::{BufRead, BufReader, Write};
+    eprintln!("xtask: running {command:?}");
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+    let mut records = Vec::new();
+    if let Some(stdout) = child.stdout.take() {
+        let mut out = std::io::stdout();
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|e| format!("reading the benchmark's output: {e}"))?;
+            let _ = writeln!(out, "{line}");
+            if line.starts_with('{') && line.contains("\"scenario\"") {
+                records.push(line);
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {command:?}: {e}"))?;
+    if status.success() {
+        Ok(records)
+    } else {
+        Err(format!("{command:?} failed with {status}"))
+    }
+}
+
+/// Keep a run's records in `docs/bench/results.ndjson`, after a line saying when, on what
+/// machine and at which commit, and draw the charts from them.
+fn keep_results(records: &[String]) -> Result {
+    if records.is_empty() {
+        return Ok(());
+    }
+    let dir = root().join("docs").join("bench");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let measured = serde_json::json!({"measured": {
+        "date": today(),
+        "machine": machine(),
+        "commit": commit(),
+    }});
+    let mut text = format!("{measured}\n");
+    for record in records {
+        text.push_str(record);
+        text.push('\n');
+    }
+    let results = dir.join("results.ndjson");
+    std::fs::write(&results, text)
+        .map_err(|e| format!("cannot write {}: {e}", results.display()))?;
+    charts(Some(results))
+}
+
+/// `cargo xtask charts [RESULTS]`: draw the charts of a results file (by default the
+/// last run's) into `docs/bench/`.
+fn charts(results: Option<PathBuf>) -> Result {
+    let dir = root().join("docs").join("bench");
+    let results = results.unwrap_or_else(|| dir.join("results.ndjson"));
+    for path in charts::draw(&results, &dir)? {
+        eprintln!("xtask: drew {}", path.display());
+    }
+    Ok(())
+}
+
+/// Today's date (UTC), as YYYY-MM-DD.
+fn today() -> String {
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Cores, memory and CPU model of this machine.
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map_or("unknown CPU", str::trim)
+        .to_owned();
+    format!("{cores} cores, {gib:.0} GiB, {model}")
+}
+
+/// The commit benchmarked (short id; `+changes` when the tree differs from it).
+fn commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let id = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty {
+        format!("{id}+changes")
+    } else {
+        id
+    }
 }

@@ -294,3 +294,35 @@ def test_a_node_table_reads_with_pylance_at_the_version_a_commit_pins(graph, ser
     table = Path(server.dir.name) / "graphs" / "g" / "nodes" / "Person.lance"
     dataset = lance.dataset(str(table), version=version)
     assert sorted(dataset.to_table(columns=["id"]).column("id").to_pylist()) == ["ada", "bob"]
+
+
+def test_a_producer_stream_that_breaks_goes_on_after_its_last_acknowledged_line():
+    requests = []
+
+    def server(request):
+        requests.append(request)
+        body = request.content.decode().splitlines()
+        sequence = int(request.url.params["sequence"])
+        if len(requests) == 1:
+            def broken():
+                yield b'{"acked":3,"through_line":3,"rows":3,"rejected":[{"line":2,"error":"bad"}]}\n'
+                raise httpx.ReadError("connection reset")
+
+            return httpx.Response(200, content=broken())
+        assert sequence == 4, sequence
+        n = len(body)
+        return httpx.Response(
+            200,
+            content=(
+                f'{{"acked":{n},"through_line":{n},"rows":{n},"rejected":[]}}\n'
+                f'{{"summary":true,"acked":{n},"rejected":0,"through_line":{n}}}\n'
+            ).encode(),
+        )
+
+    client = tributary.Client("http://tributary.test", transport=httpx.MockTransport(server))
+    lines = [person(f"p{i}", 1) for i in range(10)]
+    result = client.graph("g").ingest(lines, producer="orders")
+    assert len(requests) == 2
+    assert len(requests[1].content.decode().splitlines()) == 7
+    assert (result.acked, result.through_line, result.duplicates) == (10, 10, 0)
+    assert result.rejected == [{"line": 2, "error": "bad"}]

@@ -74,7 +74,7 @@ pub fn draw(results: &Path, out: &Path) -> Result<Vec<PathBuf>> {
                 })
                 .collect()
         };
-        written.push(chart(
+        written.extend(chart(
             &out.join("ingest-latency.svg"),
             "Acknowledgement latency of a 1-row write",
             &measured,
@@ -92,7 +92,7 @@ pub fn draw(results: &Path, out: &Path) -> Result<Vec<PathBuf>> {
                 }),
             ],
         )?);
-        written.push(chart(
+        written.extend(chart(
             &out.join("ingest-throughput.svg"),
             "Acknowledged rows/s, 1-row writes",
             &measured,
@@ -111,7 +111,7 @@ pub fn draw(results: &Path, out: &Path) -> Result<Vec<PathBuf>> {
             .iter()
             .filter_map(|r| Some((number(&r["pending_rows"])?, number(&r["rows_per_s"])?)))
             .collect();
-        written.push(chart(
+        written.extend(chart(
             &out.join("fold-throughput.svg"),
             "Fold rows/s by backlog",
             &measured,
@@ -132,7 +132,7 @@ pub fn draw(results: &Path, out: &Path) -> Result<Vec<PathBuf>> {
                 })
                 .collect()
         };
-        written.push(chart(
+        written.extend(chart(
             &out.join("reads.svg"),
             "Point read p50: snapshot vs fresh",
             &measured,
@@ -182,7 +182,7 @@ fn chart(
     measured: &Measured,
     (x_desc, y_desc): (&str, &str),
     lines: Vec<Line>,
-) -> Result<PathBuf> {
+) -> Result<Option<PathBuf>> {
     let lines: Vec<Line> = lines
         .into_iter()
         .filter(|l| l.points.iter().all(|&(x, y)| x > 0.0 && y > 0.0) && !l.points.is_empty())
@@ -196,7 +196,8 @@ fn chart(
         y_max = y_max.max(y);
     }
     if lines.is_empty() {
-        return Err(format!("{title}: the results hold no point to draw"));
+        // Nothing measured for it: the chart stays as it was.
+        return Ok(None);
     }
     let failed = |e: &dyn std::fmt::Display| format!("drawing {}: {e}", path.display());
     let root = SVGBackend::new(path, (760, 440)).into_drawing_area();
@@ -260,7 +261,7 @@ fn chart(
         plot!((y_min * 0.7..y_max * 1.5).log_scale());
     }
     root.present().map_err(|e| failed(&e))?;
-    Ok(path.to_path_buf())
+    Ok(Some(path.to_path_buf()))
 }
 
 #[cfg(test)]

@@ -208,14 +208,21 @@ fn bench(extra: &[String]) -> Result {
     ])?;
     scenarios.args(extra).env("TRIBUTARY_TEST_S3", &s3);
     let records = run_keeping_records(scenarios)?;
-    keep_results(&records)?;
+    // Only a whole run replaces the kept results: the charts then match their data.
+    let whole = !extra
+        .iter()
+        .any(|a| a.starts_with("--only") || a == "--quick");
     run(cargo_with(&[
         "bench",
         "-p",
         "tributary-schema",
         "--bench",
         "decode",
-    ])?)
+    ])?)?;
+    if whole {
+        keep_results(&records)?;
+    }
+    Ok(())
 }
 
 /// Build flags shared by `test` and `demo`. The demo builds exactly what the tests build

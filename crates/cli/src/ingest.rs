@@ -55,9 +55,6 @@ pub async fn run(
 ) -> Result<(), Failure> {
     let stop_requested = crate::signals::stop_requested();
     let graph = Arc::new(graph.open().await?);
-    let at = tributary::At::branch(&args.branch)?;
-    // Dead letters this run's folds write: the count after, less the count before.
-    let letters_before = graph.dead_letter_count(&at).await?;
     let streamed = stream(&graph, &args, format, out, stop_requested).await;
     // Whatever happened (an error, a broken pipe, a signal), flush what was acknowledged
     // to generations, so no acknowledged row waits in this process's WAL for a replay.
@@ -65,14 +62,8 @@ pub async fn run(
     let closed = graph.close_writers().await;
     let (totals, stop, seconds, fold_commit) = streamed?;
     closed?;
-    let dead_letters = if args.fold {
-        graph
-            .dead_letter_count(&at)
-            .await?
-            .saturating_sub(letters_before)
-    } else {
-        0
-    };
+    // Only this run's folds (its background folder and its last fold) count.
+    let dead_letters = graph.dead_letters_folded();
     let summary = json!({
         "summary": true,
         "acked": totals.acked,
@@ -177,7 +168,7 @@ async fn stream(
         let bytes: u64 = batch.iter().map(|line| line.len() as u64 + 1).sum();
         let received = stream_lines(&batch);
         let ack = ingestor.send_lines(first_line, &received).await?;
-        report(out, format, &mut totals, &ack)?;
+        report(out, format, &mut totals, &ack, progress.as_ref())?;
         if let Some(bad) = ack.stopped_at {
             stop = Some(Stop::Strict(bad));
             break;
@@ -254,6 +245,7 @@ fn report(
     format: Format,
     totals: &mut Totals,
     ack: &IngestAck,
+    progress: Option<&indicatif::ProgressBar>,
 ) -> Result<(), Failure> {
     totals.acked += ack.durable_rows;
     totals.rejected += ack.rejected.len() as u64;
@@ -280,8 +272,15 @@ fn report(
             out.flush().map_err(io)
         }
         _ => {
-            for reject in &ack.rejected {
-                eprintln!("rejected: {reject}");
+            // Above the progress bar, not through it.
+            let print = || {
+                for reject in &ack.rejected {
+                    eprintln!("rejected: {reject}");
+                }
+            };
+            match progress {
+                Some(bar) if !ack.rejected.is_empty() => bar.suspend(print),
+                _ => print(),
             }
             Ok(())
         }

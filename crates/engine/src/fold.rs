@@ -168,6 +168,9 @@ impl Graph {
         .await;
         match &result {
             Ok(outcome) => {
+                self.streaming
+                    .dead_letters
+                    .fetch_add(outcome.rejected, std::sync::atomic::Ordering::Relaxed);
                 if let Some(commit) = &outcome.commit {
                     self.record_fold_error(branch, lineage.as_deref(), None)
                         .await;
@@ -517,22 +520,13 @@ impl Graph {
         self.close_writers().await
     }
 
-    /// How many dead letters are visible at `at` (the table's row count: no scan).
-    pub async fn dead_letter_count(&self, at: &At) -> Result<u64> {
-        let snapshot = self.snapshot(at).await?;
-        let Some(&version) = snapshot.tables.get(&REJECTS_PATH) else {
-            return Ok(0);
-        };
-        let dataset = self
-            .store
-            .open_dataset_on(&REJECTS_PATH, snapshot.lineage.as_deref(), Some(version))
-            .await
-            .context(StorageSnafu)?;
-        let rows = dataset.count_rows(None).await.context(LanceSnafu {
-            action: "count dead letters",
-            table: REJECTS_PATH,
-        })?;
-        Ok(rows as u64)
+    /// Rows the folds of this process (this open graph) have put in the dead letters
+    /// since it opened: what a run can say it turned into dead letters, whatever other
+    /// writers of the branch did meanwhile.
+    pub fn dead_letters_folded(&self) -> u64 {
+        self.streaming
+            .dead_letters
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The dead letters visible at `at`: rows folds could not apply, with why.

@@ -138,6 +138,8 @@ pub(crate) struct Streaming {
     /// its read and its write (another process's write fences this one's writer first).
     pub(crate) patching: tokio::sync::RwLock<()>,
     own_marks: SyncMutex<OwnMarks>,
+    /// Rows this process's folds put in the dead letters, over its life.
+    pub(crate) dead_letters: std::sync::atomic::AtomicU64,
 }
 
 impl Streaming {

@@ -129,12 +129,16 @@ impl<'a> TableReader<'a> {
         match query.select {
             // Lance's LSM scanner keeps the key it deduplicates on beside the columns
             // asked for: a fresh read returns exactly what a snapshot read does.
-            Some(columns) if batch.num_columns() != columns.len() => {
+            Some(columns) => {
                 let schema = batch.schema();
-                let indices: Vec<usize> = columns
+                let indices = columns
                     .iter()
-                    .filter_map(|c| schema.index_of(c).ok())
-                    .collect();
+                    .map(|c| {
+                        schema.index_of(c).map_err(|_| Error::InvalidQuery {
+                            message: format!("unknown field `{c}` of {}", self.table()),
+                        })
+                    })
+                    .collect::<Result<Vec<usize>>>()?;
                 batch.project(&indices).context(ArrowSnafu {
                     action: "project the selected columns",
                     table: self.table(),

@@ -75,7 +75,10 @@ def _shift_lines(error: TributaryError, offset: int) -> TributaryError:
     if offset:
         error.lines = [dict(r, line=r["line"] + offset) for r in error.lines]
         shifted = re.sub(
-            r"line (\d+)", lambda m: f"line {int(m.group(1)) + offset}", error.message
+            r"\bline (\d+)",
+            lambda m: f"line {int(m.group(1)) + offset}",
+            error.message,
+            count=1,
         )
         error.message = shifted
         error.args = (shifted,)
@@ -236,16 +239,8 @@ class Graph:
         offset = 0
         try:
             for batch in _batches(lines, batch_lines):
-                params = _params(
-                    branch=branch,
-                    strict=strict,
-                    producer=producer,
-                    sequence=(first_sequence + offset) if producer else None,
-                )
-                body = b"\n".join(batch) + b"\n"
-                self._ingest_batch(
-                    body, params, offset, result, on_ack, producer is not None
-                )
+                params = _params(branch=branch, strict=strict, producer=producer)
+                self._ingest_batch(batch, params, offset, result, on_ack, first_sequence)
                 offset += len(batch)
         except TributaryError as error:
             # Where to resume: every line through `result.through_line` is settled.
@@ -255,37 +250,43 @@ class Graph:
 
     def _ingest_batch(
         self,
-        body: bytes,
+        lines: List[bytes],
         params: Dict[str, Any],
         offset: int,
         result: IngestResult,
         on_ack: Optional[Callable[[Ack], None]],
-        resendable: bool,
+        first_sequence: int,
     ) -> None:
-        """Send one request of lines. A request refused before it started (503, or the
-        server unreachable) is sent again after a pause. A producer's request is also
-        sent again whole when its stream broke or the server stopped it: lines it had
-        acknowledged are acknowledged again as duplicates, never written twice (and
-        ``on_ack`` hears of them again)."""
+        """Send one request of lines (the caller's lines ``offset + 1`` on). A request
+        refused before it started (503, or the server unreachable) is sent again after a
+        pause. A producer's request whose stream broke, or that the server stopped, goes
+        on with the lines after the last one acknowledged: its sequence numbers say which,
+        so none is written twice."""
+        producer = "producer" in params
         attempt = 0
+        sent = 0  # lines of `lines` settled by earlier attempts
         while True:
-            before = (result.acked, result.through_line, len(result.rejected), result.duplicates)
+            request = dict(params)
+            if producer:
+                request["sequence"] = first_sequence + offset + sent
+            body = b"\n".join(lines[sent:]) + b"\n"
             try:
-                self._stream_once(body, params, offset, result, on_ack)
+                self._stream_once(body, request, offset + sent, result, on_ack)
                 return
             except (Unavailable, httpx.TransportError) as failure:
                 refused = isinstance(failure, httpx.ConnectError) or (
                     isinstance(failure, Unavailable) and failure.status == 503
                 )
-                if attempt >= self._client._retries or not (refused or resendable):
+                if attempt >= self._client._retries or not (refused or producer):
                     if isinstance(failure, Unavailable):
                         raise
                     raise _unreachable(failure) from failure
                 attempt += 1
                 wait = getattr(failure, "retry_after", 0.5)
                 time.sleep(wait * (2 ** (attempt - 1)))
-                result.acked, result.through_line, kept, result.duplicates = before
-                del result.rejected[kept:]
+                sent = max(sent, result.through_line - offset)
+                if sent >= len(lines):
+                    return
 
     def _stream_once(
         self,

@@ -12,9 +12,9 @@ use crate::Failure;
 #[derive(Debug, Subcommand)]
 pub enum BranchAction {
     /// Create a branch: a new line of commits starting from another branch's head (or
-    /// any commit), isolated from it both ways. From `main`, everything acknowledged by
-    /// ingest before the command is folded first, so it is in the new branch. Costs a
-    /// few small writes per table; no data is copied.
+    /// any commit), isolated from it both ways. From a branch's head, everything
+    /// acknowledged there by ingest before the command is folded first, so it is in the
+    /// new branch. Costs a few small writes per table; no data is copied.
     Create {
         graph: String,
         /// The new branch's name (letters, digits, `.`, `_`, `-`).

@@ -81,8 +81,8 @@ pub async fn run(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}{}",
-            totals.acked,
+            "{} durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}{}",
+            rows_text(totals.acked),
             lines_text(totals.rejected, "rejected"),
             duplicates_text(totals.duplicates),
             totals.through_line,
@@ -112,7 +112,7 @@ pub async fn run(
         .map_err(io)?,
     }
     if stop.is_none() && args.fail_on_reject {
-        refuse_rejects(totals.rejected, dead_letters)?;
+        refuse_rejects(totals.rejected, args.fold.then_some(dead_letters))?;
     }
     match stop {
         Some(Stop::Strict(bad)) => Err(Failure::invalid(format!("--strict: stopped at {bad}"))),
@@ -400,7 +400,7 @@ pub(crate) fn duplicates_text(duplicates: u64) -> String {
 }
 
 /// `n` rows, as a phrase.
-fn rows_text(n: u64) -> String {
+pub(crate) fn rows_text(n: u64) -> String {
     if n == 1 {
         "1 row".to_owned()
     } else {
@@ -410,13 +410,22 @@ fn rows_text(n: u64) -> String {
 
 /// `--fail-on-reject`: the run fails (exit 65) when a line was rejected or a row went to
 /// the dead letters; the summary has been printed.
-pub(crate) fn refuse_rejects(rejected: u64, dead_letters: u64) -> Result<(), Failure> {
-    if rejected == 0 && dead_letters == 0 {
+/// `dead_letters` is `None` where the run cannot know them (a server folds).
+pub(crate) fn refuse_rejects(rejected: u64, dead_letters: Option<u64>) -> Result<(), Failure> {
+    let letters = dead_letters.unwrap_or(0);
+    if rejected == 0 && letters == 0 {
         return Ok(());
     }
-    Err(Failure::invalid(format!(
-        "--fail-on-reject: {} and {} in the dead letters",
-        lines_text(rejected, "rejected"),
-        rows_text(dead_letters)
-    )))
+    let message = match dead_letters {
+        Some(letters) => format!(
+            "--fail-on-reject: {} and {} in the dead letters",
+            lines_text(rejected, "rejected"),
+            rows_text(letters)
+        ),
+        None => format!(
+            "--fail-on-reject: {} (the server folds: its dead letters are in `tributary rejects`)",
+            lines_text(rejected, "rejected")
+        ),
+    };
+    Err(Failure::invalid(message))
 }

@@ -26,7 +26,9 @@ pub(crate) use failure::Failure;
 use output::Format;
 
 const EXIT_HELP: &str = "Exit status: 0 success (also when the reader of the output goes \
-away, as `| head` does); 2 usage error; 64 --server is not an http(s) URL; 65 invalid input \
+away, as `| head` does, except for `ingest`, whose unsent lines make it 74); 2 usage \
+error; 64 a usage error found after parsing (--server not an http(s) URL, options that do \
+not go together, a --watch interval); 65 invalid input \
 (the message names the line and field; also `ingest --strict` and `--fail-on-reject`); 66 \
 not found (a graph, branch, type, row or input file); 70 internal error; 74 I/O error \
 (reading input, writing output); 75 conflict, fenced or unavailable (retry); 77 \
@@ -175,7 +177,7 @@ enum Command {
         limit: usize,
     },
     /// Create, list, delete and merge branches. Every read and write command takes
-    /// `--branch NAME`; streaming ingest and folds run on `main` only.
+    /// `--branch NAME`, streaming ingest and its folds included.
     #[command(subcommand)]
     Branch(branch::BranchAction),
     /// Print the graph's schema, or change it (`schema apply`).
@@ -396,6 +398,9 @@ fn map_large_allocations() {
 fn main() -> ExitCode {
     map_large_allocations();
     let cli = Cli::parse();
+    // A reader gone is the end of the output for a read; for an ingest, the lines not
+    // sent yet are not written, which is not a success.
+    let ingesting = matches!(&cli.command, Command::Ingest(args) if args.action.is_none());
     // Crash tests stop this process at a named window (`FAILPOINTS=point=action`); inert
     // unless the engine is built with its `failpoints` feature.
     let _failpoints = fail::FailScenario::setup();
@@ -441,6 +446,13 @@ fn main() -> ExitCode {
     let format = Format::resolve(cli.format);
     match runtime.block_on(run(cli.command, format, cli.server)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(_) if output::Stdout::reader_gone() && ingesting => {
+            eprintln!(
+                "error: the reader of the output went away; the ingest stopped there (what \
+                 was acknowledged is durable, the rest was not sent)"
+            );
+            ExitCode::from(74)
+        }
         Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
         Err(failure) => {
             eprintln!("error: {}", failure.message);

@@ -197,7 +197,7 @@ pub async fn run(
     report(&summary, format, out, "the server folds them")?;
     if args.fail_on_reject {
         // The server folds: its dead letters are not this run's to count.
-        crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), 0)?;
+        crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), None)?;
     }
     Ok(())
 }
@@ -528,8 +528,8 @@ pub(crate) fn report(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} rows durable, {}, {}through line {}; {folding}",
-            summary["acked"],
+            "{} durable, {}, {}through line {}; {folding}",
+            crate::ingest::rows_text(summary["acked"].as_u64().unwrap_or(0)),
             crate::ingest::lines_text(summary["rejected"].as_u64().unwrap_or(0), "rejected"),
             crate::ingest::duplicates_text(summary["duplicates"].as_u64().unwrap_or(0)),
             summary["through_line"]

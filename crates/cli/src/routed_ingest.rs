@@ -332,7 +332,7 @@ pub async fn run(
         None => {
             report(&summary, format, out, "the servers fold them")?;
             if args.fail_on_reject {
-                crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), 0)?;
+                crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), None)?;
             }
             Ok(())
         }

@@ -674,6 +674,39 @@ fn a_byte_order_mark_a_missing_node_and_a_misspelt_name_are_handled_as_a_user_ex
     .unwrap();
     ok(&["load", &graph, &bom.to_string_lossy()]);
     ok(&["get", &graph, "Person", "ada"]);
+    // A schema file an editor saved with a byte-order mark, too.
+    let schema = std::fs::read_to_string(examples().join("schema.tg")).unwrap();
+    let marked = dir.path().join("marked.tg");
+    std::fs::write(&marked, format!("\u{feff}{schema}")).unwrap();
+    let other = dir.path().join("other").to_string_lossy().into_owned();
+    ok(&["init", &other, "--schema", &marked.to_string_lossy()]);
+    // An ingest whose reader goes away stops, and says so: its unsent lines are not written.
+    let many = dir.path().join("many.ndjson");
+    let lines: String = (0..20_000)
+        .map(|i| format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"m{i}\"}}}}\n"))
+        .collect();
+    std::fs::write(&many, lines).unwrap();
+    let mut child = bin()
+        .args([
+            "ingest",
+            &graph,
+            &many.to_string_lossy(),
+            "--batch-lines",
+            "100",
+            "--format",
+            "ndjson",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let stopped = child.wait_with_output().unwrap();
+    assert_eq!(stopped.status.code(), Some(74), "{stopped:?}");
+    assert!(
+        String::from_utf8_lossy(&stopped.stderr).contains("the reader of the output went away"),
+        "{stopped:?}"
+    );
     // `neighbors` of a node that is not there is "not found", as `get` is.
     let missing = run(&["neighbors", &graph, "Person", "nobody", "--edge", "Knows"]);
     assert_eq!(missing.status.code(), Some(66), "{missing:?}");

@@ -19,6 +19,8 @@ impl Catalog {
     /// The catalog's data types know nothing of the parser; the parser and the lowering
     /// build them.
     pub fn parse(source: &str) -> Result<Catalog, SchemaError> {
+        // A byte-order mark (an editor's) is no part of the schema.
+        let source = source.strip_prefix('\u{feff}').unwrap_or(source);
         let declarations = parser::parse(source)?;
         let types = lower::lower(declarations)?;
         Ok(Catalog {

@@ -434,9 +434,14 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     };
     let schema = Schema::new(vec![
         Field::new("type", DataType::Utf8, false),
-        Field::new("shard", DataType::Utf8, false),
+        Field::new("shard", DataType::UInt32, true),
+        Field::new("shard_id", DataType::Utf8, false),
         Field::new("writer_epoch", DataType::Int64, false),
-        Field::new("pending_generations", DataType::Utf8, false),
+        Field::new(
+            "pending_generations",
+            DataType::List(Arc::new(Field::new_list_field(DataType::UInt64, true))),
+            false,
+        ),
         Field::new("pending_rows", DataType::Int64, false),
         Field::new("pending_bytes", DataType::Int64, false),
         Field::new("unflushed_rows", DataType::Int64, false),
@@ -449,16 +454,25 @@ pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     ]);
     let columns: Vec<ArrayRef> = vec![
         strings(&|t, _| t.type_name.clone()),
-        // The number `tributary shards` says; the id where it is not known.
-        strings(&|_, s| s.number.map_or_else(|| s.shard.clone(), |n| n.to_string())),
+        // The number `tributary shards` says (none for a shard no bucket names), and
+        // the shard's id.
+        Arc::new(arrow_array::UInt32Array::from(
+            rows.iter().map(|(_, s)| s.number).collect::<Vec<_>>(),
+        )),
+        strings(&|_, s| s.shard.clone()),
         numbers(&|_, s| s.writer_epoch as i64),
-        strings(&|_, s| {
-            s.pending_generations
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(" ")
-        }),
+        Arc::new(arrow_array::ListArray::from_iter_primitive::<
+            arrow_array::types::UInt64Type,
+            _,
+            _,
+        >(rows.iter().map(|(_, s)| {
+            Some(
+                s.pending_generations
+                    .iter()
+                    .map(|&g| Some(g))
+                    .collect::<Vec<_>>(),
+            )
+        }))),
         numbers(&|_, s| s.pending_rows as i64),
         numbers(&|_, s| s.pending_bytes as i64),
         numbers(&|t, _| t.unflushed_rows as i64),

@@ -537,6 +537,10 @@ fn ingest_acknowledges_in_json_and_reports_status() {
         row["pending_rows"], 2,
         "the writer flushed a and d on close"
     );
+    // Typed: the shard's number, its id, and the pending generations as a list.
+    assert_eq!(row["shard"], 0, "{row}");
+    assert!(row["shard_id"].is_string(), "{row}");
+    assert!(row["pending_generations"].is_array(), "{row}");
     assert_eq!(ok(&["read", &graph, "Person", "--format", "ndjson"]), "");
     let folded = ok(&["ingest", "fold", &graph, "--format", "ndjson"]);
     let folded: serde_json::Value = serde_json::from_str(&folded).unwrap();

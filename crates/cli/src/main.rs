@@ -618,7 +618,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         } => {
             let opened = backend::open(&graph, &server).await?;
             let commits = opened.log(&branch, limit).await?;
-            emit(&mut out, &output::commits_batch(&commits))
+            output::write_commits(&mut out, format, &commits).map_err(Failure::io)
         }
         Command::Ingest(args) => match (args.action, args.graph) {
             (

@@ -185,9 +185,61 @@ fn csv_field(text: &str) -> String {
     }
 }
 
+/// The commit log: a table (one row per commit, per-table figures as `path=n`) for people,
+/// and for `json`/`ndjson` one object per commit whose per-table figures are objects and
+/// whose folded shards are a list.
+pub fn write_commits(
+    out: &mut dyn Write,
+    format: Format,
+    commits: &[CommitRecord],
+) -> Result<(), String> {
+    if !matches!(format, Format::Json | Format::Ndjson) {
+        return write_batch(out, format, &commits_batch(commits));
+    }
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let by_table = |map: &std::collections::BTreeMap<tributary::TablePath, u64>| {
+        map.iter()
+            .map(|(k, &v)| (k.to_string(), serde_json::Value::from(v)))
+            .collect::<serde_json::Map<_, _>>()
+    };
+    let objects: Vec<serde_json::Value> = commits
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "commit": c.id.to_string(),
+                "parent": c.parent.as_ref().map(|p| p.to_string()),
+                "merged": c.merged.as_ref().map(|p| p.to_string()),
+                "kind": c.kind.to_string(),
+                "actor": c.actor,
+                "time": chrono::DateTime::from_timestamp_micros(c.time_micros)
+                    .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)),
+                "rows": c.rows_written.values().sum::<u64>(),
+                "rows_written": by_table(&c.rows_written),
+                "folded": c.folded.iter().map(|f| serde_json::json!({
+                    "table": f.table.to_string(),
+                    "shard": f.shard,
+                    "first_generation": f.first_generation,
+                    "last_generation": f.last_generation,
+                    "rows": f.rows,
+                })).collect::<Vec<_>>(),
+                "tables": by_table(&c.tables),
+            })
+        })
+        .collect();
+    if format == Format::Json {
+        let text = serde_json::to_string(&objects).map_err(|e| err(&e))?;
+        writeln!(out, "{text}").map_err(|e| err(&e))
+    } else {
+        for object in objects {
+            writeln!(out, "{object}").map_err(|e| err(&e))?;
+        }
+        Ok(())
+    }
+}
+
 /// The commit log as a batch: one row per commit.
 #[expect(clippy::expect_used, reason = "the columns are built for this schema")]
-pub fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
+fn commits_batch(commits: &[CommitRecord]) -> RecordBatch {
     let strings = |f: &dyn Fn(&CommitRecord) -> String| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(commits.iter().map(f)))
     };

@@ -553,7 +553,8 @@ fn ingest_acknowledges_in_json_and_reports_status() {
     let newest: serde_json::Value = serde_json::from_str(log.lines().next().unwrap()).unwrap();
     assert_eq!(newest["kind"], "fold");
     assert_eq!(newest["actor"], "tributary:ingest");
-    assert_eq!(newest["rows_written"], "nodes/Person.lance=2");
+    assert_eq!(newest["rows_written"]["nodes/Person.lance"], 2, "{newest}");
+    assert!(newest["folded"].is_array(), "{newest}");
 
     // --strict stops at the first invalid line: only line 1 is acknowledged (and folded).
     let strict = run(&[
@@ -789,8 +790,8 @@ fn two_folders_fold_once(env: &[(String, String)], graph: &str, rows: usize) {
     let folds = fold_commits_with(env, graph);
     assert_eq!(folds.len(), 1, "{folds:?}");
     assert_eq!(
-        folds[0]["rows_written"],
-        format!("nodes/Person.lance={rows}")
+        folds[0]["rows_written"]["nodes/Person.lance"], rows as u64,
+        "{folds:?}"
     );
     let ids = ok_by(
         bin_with(env),

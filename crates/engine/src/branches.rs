@@ -56,7 +56,7 @@ impl Graph {
                 &second
             };
             let created = async {
-                self.recover_intents(Some(source)).await?;
+                // The fold resolves the source's intents first.
                 self.fold_locked_with(
                     &source_turn.turn,
                     source,

@@ -1,5 +1,5 @@
 //! Streaming ingest: validate synchronously, write to the warm MemWAL writers of
-//! (table, branch), acknowledge once Lance reports the rows durable.
+//! (table, lineage) of the stream's branch, acknowledge once Lance reports the rows durable.
 //!
 //! Nothing here is graph-visible: a later fold publishes the rows. An acknowledgement only
 //! promises durability.

@@ -155,7 +155,7 @@ impl Graph {
         };
         let merged = async {
             for (branch, turn) in [(&source, source_turn), (&target, target_turn)] {
-                self.recover_intents(Some(branch)).await?;
+                // The fold resolves the branch's intents first.
                 self.fold_locked_with(&turn.turn, branch, self.settings.fold.policy, Claim::All)
                     .await?;
             }

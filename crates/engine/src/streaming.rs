@@ -1,5 +1,5 @@
 //! The streaming state of an open graph, owned in one place: the warm MemWAL writers per
-//! (table, branch), the fold bookkeeping (the max-lag clock, the last fold's error), the
+//! (table, lineage), the fold bookkeeping (the max-lag clock, the last fold's error), the
 //! background folder's handle, and the triggers it folds on. Ingest, the fold's cut,
 //! fresh reads and status reach it through the graph; it knows nothing of them.
 

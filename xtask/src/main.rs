@@ -59,11 +59,41 @@ fn cargo() -> Result<Command> {
         protoc_bin_vendored::protoc_bin_path().map_err(|e| format!("no vendored protoc: {e}"))?;
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(root()).env("PROTOC", protoc);
+    // `cargo run` hands the xtask its own package's variables (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_NAME, ...). Build scripts such as ring's ask to rerun when those change,
+    // and cargo compares them in its own environment: passed on, they would make a build
+    // through the xtask and a direct cargo call rebuild ring, and Lance above it, in turn.
+    for (key, _) in std::env::vars_os() {
+        if key.to_str().is_some_and(is_package_variable) {
+            command.env_remove(key);
+        }
+    }
     Ok(command)
 }
 
+/// The variables cargo sets for the package it runs, as opposed to cargo's own settings
+/// (CARGO, CARGO_HOME, CARGO_TARGET_DIR, ...), which must pass through.
+fn is_package_variable(key: &str) -> bool {
+    key.starts_with("CARGO_PKG_")
+        || matches!(
+            key,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_MANIFEST_LINKS"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_RUSTC_CURRENT_DIR"
+        )
+}
+
 fn run(mut command: Command) -> Result {
-    eprintln!("xtask: running {command:?}");
+    // The command line only: the environment it gets would bury it.
+    let line: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("xtask: running {}", line.join(" "));
     let status = command
         .status()
         .map_err(|e| format!("cannot run {command:?}: {e}"))?;
@@ -82,6 +112,7 @@ fn cargo_with(args: &[&str]) -> Result<Command> {
 
 fn lint() -> Result {
     run(cargo_with(&["fmt", "--all", "--check"])?)?;
+    demo_shares_the_test_build()?;
     run(cargo_with(&[
         "clippy",
         "--workspace",
@@ -92,6 +123,47 @@ fn lint() -> Result {
         "-D",
         "warnings",
     ])?)
+}
+
+/// The demo builds only the CLI; it reuses the test build's dependencies only while
+/// every package it compiles has the features the workspace's test build gives it.
+/// Otherwise the first `cargo xtask test` after a demo would compile Lance again.
+fn demo_shares_the_test_build() -> Result {
+    let features =
+        |selection: &[&str], edges: &str| -> Result<std::collections::BTreeSet<String>> {
+            let mut tree = cargo_with(&["tree", "--prefix", "none", "--format", "{p} {f}"])?;
+            tree.args(selection)
+                .args(["--edges", edges, "--features", "tributary/failpoints"]);
+            let output = tree
+                .output()
+                .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+            if !output.status.success() {
+                return Err(format!(
+                    "cargo tree failed: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                ));
+            }
+            Ok(String::from_utf8_lossy(&output.stdout)
+                .lines()
+                .map(|line| line.replace(" (*)", "").replace(" (proc-macro)", ""))
+                .filter(|line| !line.trim().is_empty())
+                .collect())
+        };
+    let demo = features(&["--package", "tributary-cli"], "normal,build")?;
+    let tests = features(&["--workspace"], "normal,build,dev")?;
+    let differ: Vec<&String> = demo.difference(&tests).collect();
+    if differ.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the demo's build would compile these packages with other features than the tests \
+         (enable the tests' features in the workspace manifest):\n  {}",
+        differ
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    ))
 }
 
 fn target_dir() -> PathBuf {
@@ -225,15 +297,20 @@ fn bench(extra: &[String]) -> Result {
     Ok(())
 }
 
-/// Build flags shared by `test` and `demo`. The demo builds exactly what the tests build
-/// (`cargo test --no-run`: same profile, same feature set), because any other selection
-/// (`cargo build -p tributary-cli`, say) would compile Lance a second time.
-const WORKSPACE: [&str; 3] = ["--workspace", "--features", "tributary/failpoints"];
-
 fn demo() -> Result {
-    let mut build = cargo_with(&["test", "--no-run"])?;
-    build.args(WORKSPACE);
-    run(build)?;
+    // Only the CLI, with the test build's features: every dependency then compiles with
+    // exactly the features `cargo xtask test` unifies over the workspace (the workspace
+    // manifest enables the few a test-only dependency would add), so the test run reuses
+    // them and compiles only the tests. `cargo tree` shows the two sets are equal.
+    run(cargo_with(&[
+        "build",
+        "--package",
+        "tributary-cli",
+        "--bin",
+        "tributary",
+        "--features",
+        "tributary/failpoints",
+    ])?)?;
     let target = target_dir();
     let bin = target.join("debug").join("tributary");
     let examples = root().join("examples");
@@ -354,7 +431,12 @@ fn demo() -> Result {
 /// per line, with a `scenario`).
 fn run_keeping_records(mut command: Command) -> Result<Vec<String>> {
     use std::io::{BufRead, BufReader, Write};
-    eprintln!("xtask: running {command:?}");
+    // The command line only: the environment it gets would bury it.
+    let line: Vec<String> = std::iter::once(command.get_program())
+        .chain(command.get_args())
+        .map(|part| part.to_string_lossy().into_owned())
+        .collect();
+    eprintln!("xtask: running {}", line.join(" "));
     let mut child = command
         .stdout(std::process::Stdio::piped())
         .spawn()

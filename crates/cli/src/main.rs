@@ -207,7 +207,7 @@ enum Command {
     /// after it. A final summary line follows.
     Ingest(IngestArgs),
     /// Serve every graph under ROOT over HTTP (graph id = folder name). Endpoints are
-    /// documented in crates/server/openapi.json; every command here takes --server URL to
+    /// described at GET /openapi.json (and by `tributary openapi`); every command here takes --server URL to
     /// run against it. Ctrl-C or SIGTERM stops it cleanly: requests in flight get
     /// --shutdown-grace to finish, then every writer is flushed and it exits 0.
     Serve(serve::ServeArgs),
@@ -219,8 +219,16 @@ enum Command {
         shell: clap_complete::Shell,
     },
     /// Print the manual page (roff), generated from this command line's own definition:
-    /// `tributary man > tributary.1 && man ./tributary.1`.
-    Man,
+    /// `tributary man > tributary.1 && man ./tributary.1`. With --dir, write a page for
+    /// every command there instead (tributary.1, tributary-load.1, tributary-ingest-status.1, …).
+    Man {
+        /// Write every command's page into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<std::path::PathBuf>,
+    },
+    /// Print the HTTP API's OpenAPI document (JSON), generated from the server's handlers
+    /// and the engine's types: what `GET /openapi.json` serves.
+    Openapi,
 }
 
 #[derive(Debug, clap::Args)]
@@ -420,13 +428,35 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Command::Man => {
+        Command::Man { dir } => {
             let command = <Cli as clap::CommandFactory>::command();
-            return match clap_mangen::Man::new(command).render(&mut output::Stdout::lock()) {
+            let written = match dir {
+                None => clap_mangen::Man::new(command).render(&mut output::Stdout::lock()),
+                Some(dir) => write_man_pages(command, dir),
+            };
+            return match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("error: cannot write the manual page: {e}");
+                    eprintln!("error: cannot write the manual pages: {e}");
+                    ExitCode::from(74)
+                }
+            };
+        }
+        Command::Openapi => {
+            let document = match tributary_server::openapi::document().to_pretty_json() {
+                Ok(document) => document,
+                Err(e) => {
+                    eprintln!("error: cannot write the OpenAPI document: {e}");
+                    return ExitCode::from(70);
+                }
+            };
+            let mut out = output::Stdout::lock();
+            return match writeln!(out, "{document}").and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: cannot write the OpenAPI document: {e}");
                     ExitCode::from(74)
                 }
             };
@@ -719,7 +749,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         },
         Command::Serve(args) => serve::run(args, &server).await,
         // Answered before the runtime starts.
-        Command::Completions { .. } | Command::Man => Ok(()),
+        Command::Completions { .. } | Command::Man { .. } | Command::Openapi => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
@@ -831,4 +861,28 @@ fn read_input(file: &str) -> Result<String, Failure> {
     } else {
         std::fs::read_to_string(file).map_err(|e| Failure::reading(file, e))
     }
+}
+
+/// A manual page for `command` and one for each of its subcommands, nested ones too, named
+/// as man(1) expects: `tributary.1`, `tributary-ingest.1`, `tributary-ingest-status.1`.
+fn write_man_pages(command: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let name = command.get_name().to_owned();
+    let mut pending = vec![(name.clone(), name, command)];
+    while let Some((file, invoked_as, command)) = pending.pop() {
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                let sub_file = format!("{file}-{}", sub.get_name());
+                let sub_invoked_as = format!("{invoked_as} {}", sub.get_name());
+                let page = sub
+                    .clone()
+                    .name(sub_file.clone())
+                    .bin_name(sub_invoked_as.clone());
+                pending.push((sub_file, sub_invoked_as, page));
+            }
+        }
+        let mut page = std::fs::File::create(dir.join(format!("{file}.1")))?;
+        clap_mangen::Man::new(command).render(&mut page)?;
+    }
+    Ok(())
 }

@@ -20,7 +20,9 @@ use tributary_schema::TablePath;
 const MANIFEST_MIN_RETENTION_S: i64 = 60;
 
 /// What one cleanup removed.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct CleanupReport {
     pub memwal: MemWalGarbage,
     /// Lance versions removed, over all tables (and the manifest table).

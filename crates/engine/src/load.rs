@@ -59,7 +59,7 @@ impl Default for LoadOptions {
 }
 
 /// A visible load.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct LoadOutcome {
     pub commit: CommitRecord,
     /// Type name → rows written.

@@ -39,7 +39,9 @@ use crate::writes::Writes;
 const MERGE_ACTOR: &str = "tributary:merge";
 
 /// How a merge went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum MergeKind {
     /// Nothing of the source's was missing from the target: nothing was written.
@@ -51,7 +53,7 @@ pub enum MergeKind {
 }
 
 /// A finished merge.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct MergeOutcome {
     pub kind: MergeKind,
     /// The target's head after the merge (its head before, when up to date).

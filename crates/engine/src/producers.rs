@@ -125,7 +125,7 @@ impl Producer {
 }
 
 /// A producer's marks, as `ingest status` shows them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProducerStatus {
     pub producer: String,
     /// The highest sequence acknowledged (written or rejected).

@@ -49,7 +49,7 @@ struct PendingSchema {
 }
 
 /// What a schema change did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SchemaOutcome {
     /// The schema's version now.
     pub version: u32,

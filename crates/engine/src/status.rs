@@ -8,7 +8,7 @@ use tributary_memwal_adapter::{table_state, wal_tails, MemWalTable, TailDepth};
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ShardIngestStatus {
     pub shard: String,
     /// The shard's number (`@stream(shards = N)` numbers them 0..N), as `shards_of` says it.
@@ -32,7 +32,7 @@ pub struct ShardIngestStatus {
     pub wal_only_rows: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TableIngestStatus {
     pub type_name: String,
     pub table: String,
@@ -46,13 +46,14 @@ pub struct TableIngestStatus {
     /// writer's `max_unflushed_bytes`).
     pub unflushed_bytes: u64,
     /// How long the oldest unfolded generation has waited.
+    #[schema(value_type = Option<SerdeDuration>)]
     pub oldest_pending_age: Option<Duration>,
     /// Rows durable only in a WAL (of any process): no generation holds them yet.
     #[serde(default)]
     pub wal_only_rows: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IngestStatus {
     pub branch: String,
     pub tables: Vec<TableIngestStatus>,
@@ -64,9 +65,21 @@ pub struct IngestStatus {
     /// Each producer's acknowledged and folded marks.
     #[serde(default)]
     pub producers: Vec<crate::ProducerStatus>,
-    /// The shards this process writes (`serve --shards`); `None`: every shard.
+    /// The shards this process writes (`serve --shards`); null: every shard.
     #[serde(default)]
     pub owned_shards: Option<Vec<u32>>,
+}
+
+/// How serde writes a [`Duration`]: whole seconds and the nanoseconds beyond them.
+#[derive(utoipa::ToSchema)]
+#[schema(as = Duration)]
+#[expect(
+    dead_code,
+    reason = "describes the JSON form of a Duration; never built"
+)]
+pub struct SerdeDuration {
+    secs: u64,
+    nanos: u32,
 }
 
 /// What no fold has published yet, over every enrolled table, read from each table's

@@ -12,7 +12,9 @@ use crate::shards::shard_manifests;
 use crate::tail::read_wal_entry;
 
 /// What one collection removed from one table's MemWAL.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct MemWalGarbage {
     /// WAL entries whose rows are in a flushed generation.
     pub wal_entries: u64,

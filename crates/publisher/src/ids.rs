@@ -18,7 +18,9 @@ const MAX_BRANCH_LEN: usize = 64;
 /// ending with `.`, without `..`. It names
 /// manifest keys and lease folders, so nothing that could leave its folder or read as an
 /// option passes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(try_from = "String", into = "String")]
 pub struct BranchName(String);
 
@@ -138,7 +140,9 @@ impl PartialEq<&str> for BranchName {
 
 /// A commit's id. Any text may name one (a lookup of an unknown id is "not found"); new
 /// ones are 12 random hex digits.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
 pub struct CommitId(String);
 

@@ -10,7 +10,7 @@ use crate::ids::{BranchName, CommitId};
 pub use tributary_schema::TablePath;
 
 /// Why a commit was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CommitKind {
     Load,
@@ -34,7 +34,7 @@ impl fmt::Display for CommitKind {
 }
 
 /// One graph commit: the exact table versions a snapshot reads, and how it came to be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommitRecord {
     pub id: CommitId,
     /// The commit this one was built on: the branch's previous head, or for a branch's
@@ -129,7 +129,7 @@ impl CommitRecord {
 }
 
 /// The generations of one shard that a fold merged into its table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FoldedShard {
     pub table: TablePath,
     pub shard: String,

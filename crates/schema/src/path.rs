@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 /// `edges/<Type>.lance`, or one of the graph's own tables (the dead letters). Only the
 /// catalog and the graph's own constants make new ones; the rest come back from the
 /// manifest as they were written.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(transparent)]
+#[schema(value_type = String)]
 pub struct TablePath(Cow<'static, str>);
 
 impl TablePath {

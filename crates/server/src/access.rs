@@ -91,11 +91,16 @@ fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
 }
 
 /// Where a read starts (`commit` wins over `branch`) and whether it is fresh.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AtParams {
+    /// Read at this branch's head (for a new branch: start from it).
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     pub branch: String,
+    /// Read at this commit instead (wins over `branch`).
     pub commit: Option<String>,
+    /// Also see durable, unfolded rows (flushed generations; the server's own memtables).
     #[serde(default, deserialize_with = "flag")]
     pub fresh: bool,
 }
@@ -117,10 +122,14 @@ impl AtParams {
 }
 
 /// The branch a write or a status names, and a fold's `halt`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct BranchParams {
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     pub branch: String,
+    /// A fold only: refuse on the first row that breaks a constraint (the fold halts and
+    /// `ingest/status` says why) instead of turning it into a dead letter.
     #[serde(default, deserialize_with = "flag")]
     pub halt: bool,
 }

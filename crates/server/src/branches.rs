@@ -5,19 +5,28 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
+use tributary::{CommitRecord, MergeOutcome};
 
 use crate::access::{main_branch, AtParams, Reading, Writing};
 use crate::error::ApiError;
 use crate::extract::{Path, Query};
 use crate::routes::to_the_end;
 
-/// `GET /graphs/{id}/branches`: every branch's head, `main` first.
+/// Every branch's head commit, `main` first.
+#[utoipa::path(get, path = "/graphs/{id}/branches", tag = "branches", operation_id = "list_branches",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+    responses((status = 200, description = "The heads.", body = Vec<CommitRecord>)))]
 pub async fn list(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
     Ok(Json(graph.branches().await?).into_response())
 }
 
-/// `POST /graphs/{id}/branches/{name}?branch=FROM` (or `?commit=ID`): the new branch's
-/// first commit.
+/// Create a branch at another branch's head (`branch`, default `main`) or at a commit
+/// (`commit`).
+///
+/// Everything acknowledged on the source branch is folded first.
+#[utoipa::path(post, path = "/graphs/{id}/branches/{name}", tag = "branches", operation_id = "create_branch",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("name" = String, Path, description = "Branch name: 1 to 64 letters, digits, `.`, `_` or `-`."), AtParams),
+    responses((status = 201, description = "The new branch's first commit.", body = CommitRecord)))]
 pub async fn create(
     Writing { graph, .. }: Writing,
     Path((_, name)): Path<(String, String)>,
@@ -28,7 +37,12 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(commit)).into_response())
 }
 
-/// `DELETE /graphs/{id}/branches/{name}`.
+/// Delete a branch (not `main`).
+///
+/// Its commits stay readable by id until a cleanup finds them needed by no branch.
+#[utoipa::path(delete, path = "/graphs/{id}/branches/{name}", tag = "branches", operation_id = "delete_branch",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("name" = String, Path, description = "Branch name: 1 to 64 letters, digits, `.`, `_` or `-`.")),
+    responses((status = 204, description = "Deleted.")))]
 pub async fn delete(
     Writing { graph, .. }: Writing,
     Path((_, name)): Path<(String, String)>,
@@ -37,13 +51,24 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct MergeParams {
+    /// The branch that receives the changes.
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     pub into: String,
 }
 
-/// `POST /graphs/{id}/branches/{name}/merge?into=TARGET` (default `main`).
+/// Merge branch `name` into `into` as one commit with both heads as parents.
+///
+/// A fast-forward when `into` has not moved since the merge base, else a key-level
+/// three-way merge. Keys changed differently on both sides: 409 listing them. A change
+/// that breaks an endpoint, `@card` or `@unique`: 400 naming the keys. Nothing is written
+/// on either branch then.
+#[utoipa::path(post, path = "/graphs/{id}/branches/{name}/merge", tag = "branches", operation_id = "merge_branch",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("name" = String, Path, description = "Branch name: 1 to 64 letters, digits, `.`, `_` or `-`."), MergeParams),
+    responses((status = 200, description = "How the merge went.", body = MergeOutcome)))]
 pub async fn merge(
     Writing { graph, .. }: Writing,
     Path((_, source)): Path<(String, String)>,

@@ -13,14 +13,15 @@ pub const NO_ROW: &str = ErrorKind::NoRow.name();
 pub const RETRY_AFTER_S: u64 = 1;
 
 /// One rejected line of a refused load.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LineRecord {
     pub line: u64,
     pub error: String,
 }
 
 /// The body of every error response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Error)]
 pub struct ErrorBody {
     /// `invalid_input`, `not_found`, `no_row`, `conflict`, `fenced`, `unavailable`, `internal`,
     /// `unauthorized`, `forbidden`, `too_large`.

@@ -25,7 +25,8 @@ use crate::AppState;
 pub const IDLE_STREAM_ENDED: &str = "the stream sent no whole line for";
 
 /// One acknowledgement: every line up to `through_line` is durable or rejected.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = Ack)]
 pub struct AckRecord {
     /// Rows acknowledged so far in this request.
     pub acked: u64,
@@ -48,7 +49,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// The last record of a stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IngestSummary {
     pub summary: bool,
     pub acked: u64,
@@ -66,16 +67,27 @@ pub struct IngestSummary {
     pub error: Option<ErrorBody>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct IngestParams {
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     pub branch: String,
+    /// Stop at the first bad line (its record carries `stopped_at`) instead of rejecting
+    /// it and going on.
     #[serde(default)]
     pub strict: bool,
-    /// A producer id: the stream's lines are numbered with sequence numbers, and lines at
-    /// or below the producer's acknowledged mark are acknowledged without being written.
+    /// A producer id (1-64 printable ASCII characters), for exactly-once delivery: the
+    /// stream's lines get sequence numbers (`sequence` for the first line, then one more
+    /// per line), and a line at or below what is already acknowledged for this producer on
+    /// the branch is acknowledged as a duplicate and not written again. The mark is raised
+    /// once a send's lines are durable, before its record goes out, and holds across
+    /// restarts and processes. One stream per producer at a time: another one waits up to
+    /// 5 s, then gets 503 with `Retry-After`. Resume a broken stream from the line after
+    /// the last acknowledged one, with `sequence` set to that line's number.
     pub producer: Option<String>,
-    /// The sequence number of the stream's first line (default 1).
+    /// The sequence number of the stream's first line (needs `producer`; default 1).
+    /// Sequences may skip numbers; they must rise.
     pub sequence: Option<u64>,
 }
 
@@ -103,6 +115,17 @@ const MAX_SEND_BYTES: usize = 8 << 20;
 /// How long a send waits out back-pressure, in total, once the stream has started.
 const BACKPRESSURE_PATIENCE: Duration = Duration::from_secs(30);
 
+/// Stream NDJSON: acknowledgement records stream back while the body arrives, then a
+/// summary.
+///
+/// Valid rows are acknowledged once durable in the table's MemWAL (a fsynced WAL append),
+/// not yet visible: a fold publishes them. Every line up to a record's `through_line` is
+/// durable or rejected, so a client resumes after it. Types must be declared `@stream`.
+#[utoipa::path(post, path = "/graphs/{id}/ingest", tag = "ingest",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), IngestParams),
+    request_body(content = String, content_type = "application/x-ndjson", description = "One line per row, patch or delete, as for a load. A patch is laid over the row a fresh read sees when it is acknowledged; a patch of a key that does not exist is a rejected line. A delete is acknowledged once its tombstone is durable; between a row and a delete of one key the later acknowledged wins at the fold, and a deleted node's edges are deleted in the fold's commit. Fresh reads hide a deleted key at once."),
+    responses((status = 200, description = "NDJSON: `Ack` records as sends become durable, then one `IngestSummary` (`\"summary\": true`).",
+        body = AckRecord, content_type = "application/x-ndjson")))]
 pub async fn ingest(
     State(state): State<Arc<AppState>>,
     Writing { id, graph, .. }: Writing,

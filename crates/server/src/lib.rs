@@ -1,6 +1,6 @@
 //! The HTTP API over the engine (axum): every graph under one root directory, addressed
-//! by its folder name. Endpoints are listed in [`ROUTES`] and documented in
-//! `openapi.json` (a test holds the two together).
+//! by its folder name. Every endpoint is registered with its OpenAPI description
+//! ([`openapi`]), served at `GET /openapi.json`.
 
 // A send's future nests the engine's (settling, a fresh read, the puts) inside the
 // server's: proving it `Send` walks deeper than the default limit of 128.
@@ -16,6 +16,7 @@ mod extract;
 mod ingest;
 mod lines;
 mod metrics;
+pub mod openapi;
 mod routes;
 mod tls;
 
@@ -26,7 +27,6 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
 use axum::Router;
 use tokio::sync::{Mutex, OnceCell};
 use tributary::Graph;
@@ -36,34 +36,6 @@ pub use error::{ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
 pub use ingest::{AckRecord, IngestSummary, IDLE_STREAM_ENDED};
 pub use routes::ARROW_STREAM;
 pub use tls::Tls;
-
-/// The OpenAPI description of [`ROUTES`].
-pub const OPENAPI: &str = include_str!("../openapi.json");
-
-/// Every route the server answers: (method, path).
-pub const ROUTES: &[(&str, &str)] = &[
-    ("GET", "/healthz"),
-    ("GET", "/metrics"),
-    ("POST", "/graphs/{id}"),
-    ("POST", "/graphs/{id}/load"),
-    ("POST", "/graphs/{id}/ingest"),
-    ("GET", "/graphs/{id}/ingest/status"),
-    ("POST", "/graphs/{id}/shards/{type}"),
-    ("POST", "/graphs/{id}/ingest/fold"),
-    ("GET", "/graphs/{id}/rejects"),
-    ("GET", "/graphs/{id}/types/{type}"),
-    ("GET", "/graphs/{id}/types/{type}/{key}"),
-    ("GET", "/graphs/{id}/neighbors/{type}/{key}"),
-    ("GET", "/graphs/{id}/search/{type}"),
-    ("GET", "/graphs/{id}/commits"),
-    ("GET", "/graphs/{id}/schema"),
-    ("POST", "/graphs/{id}/schema"),
-    ("POST", "/graphs/{id}/cleanup"),
-    ("GET", "/graphs/{id}/branches"),
-    ("POST", "/graphs/{id}/branches/{name}"),
-    ("DELETE", "/graphs/{id}/branches/{name}"),
-    ("POST", "/graphs/{id}/branches/{name}/merge"),
-];
 
 /// Size bounds on what clients send.
 #[derive(Debug, Clone, Copy)]
@@ -298,35 +270,8 @@ impl AppState {
 
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/healthz", get(routes::healthz))
-        .route("/metrics", get(routes::metrics))
-        .route("/graphs/{id}", post(routes::create_graph))
-        .route("/graphs/{id}/load", post(routes::load))
-        .route("/graphs/{id}/ingest", post(ingest::ingest))
-        .route("/graphs/{id}/ingest/status", get(routes::status))
-        .route("/graphs/{id}/ingest/fold", post(routes::fold))
-        .route("/graphs/{id}/shards/{type}", post(routes::shards))
-        .route("/graphs/{id}/rejects", get(routes::rejects))
-        .route("/graphs/{id}/types/{type}", get(routes::read))
-        .route("/graphs/{id}/types/{type}/{key}", get(routes::get_one))
-        .route(
-            "/graphs/{id}/neighbors/{type}/{key}",
-            get(routes::neighbors),
-        )
-        .route("/graphs/{id}/search/{type}", get(routes::search))
-        .route("/graphs/{id}/commits", get(routes::commits))
-        .route(
-            "/graphs/{id}/schema",
-            get(routes::schema).post(routes::apply_schema),
-        )
-        .route("/graphs/{id}/cleanup", post(routes::cleanup))
-        .route("/graphs/{id}/branches", get(branches::list))
-        .route(
-            "/graphs/{id}/branches/{name}",
-            post(branches::create).delete(branches::delete),
-        )
-        .route("/graphs/{id}/branches/{name}/merge", post(branches::merge))
+    openapi::routes()
+        .0
         .fallback(not_found)
         // The load body bound is enforced (with a 413 naming it) by the load handler.
         .layer(axum::extract::DefaultBodyLimit::disable())
@@ -335,7 +280,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 }
 
 async fn not_found() -> ApiError {
-    ApiError::not_found("no such endpoint (see openapi.json)")
+    ApiError::not_found("no such endpoint (see GET /openapi.json)")
 }
 
 async fn count_status(
@@ -349,7 +294,7 @@ async fn count_status(
         return axum::response::IntoResponse::into_response(ApiError::with_status(
             StatusCode::METHOD_NOT_ALLOWED,
             tributary::ErrorKind::InvalidInput,
-            "method not allowed on this endpoint (see openapi.json)",
+            "method not allowed on this endpoint (see GET /openapi.json)",
         ));
     }
     response

@@ -12,8 +12,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
 use tributary::{
-    At, Direction, ErrorKind, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
+    At, CleanupReport, CommitRecord, Direction, ErrorKind, FoldOutcome, IngestStatus, LoadMode,
+    LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, SchemaOutcome, SearchQuery,
 };
+use utoipa::{IntoParams, ToSchema};
 
 use crate::access::{main_branch, AtParams, BranchParams, Reading, Writing};
 use crate::admission::Work;
@@ -50,10 +52,19 @@ fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> 
     Ok(([(header::CONTENT_TYPE, content_type)], Body::from(bytes)).into_response())
 }
 
+/// Liveness (no auth).
+#[utoipa::path(get, path = "/healthz", tag = "server",
+    responses((status = 200, description = "`ok`", body = String, content_type = "text/plain")))]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
+/// OpenMetrics text.
+///
+/// Needs a token with the metrics grant (`TOKEN metrics *`) when the server has tokens.
+#[utoipa::path(get, path = "/metrics", tag = "server",
+    responses((status = 200, description = "The server's metrics.", body = String,
+        content_type = "application/openmetrics-text")))]
 pub async fn metrics(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -63,7 +74,12 @@ pub async fn metrics(
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
 }
 
-/// `POST /graphs/{id}` with the schema as the body (only with `serve --init`).
+/// Create a graph from a schema.
+///
+/// Only when the server was started with `--init`; needs the write scope.
+#[utoipa::path(post, path = "/graphs/{id}", tag = "graphs", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+    request_body(content = String, content_type = "text/plain", description = "The schema source."),
+    responses((status = 201, description = "Created.", body = GraphCreated)))]
 pub async fn create_graph(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -82,12 +98,22 @@ pub async fn create_graph(
     let schema = text_body(&body)?;
     let graph = state.create_graph(&id, schema).await?;
     let head = graph.snapshot(&At::default()).await?;
-    let created = serde_json::json!({
-        "graph": id,
-        "types": graph.catalog().types.len(),
-        "commit": head.id,
-    });
+    let created = GraphCreated {
+        graph: id,
+        types: graph.catalog().types.len(),
+        commit: head.id.to_string(),
+    };
     Ok((StatusCode::CREATED, Json(created)).into_response())
+}
+
+/// A new graph.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct GraphCreated {
+    pub graph: String,
+    /// Node and edge types its schema declares.
+    pub types: usize,
+    /// Its first commit.
+    pub commit: String,
 }
 
 /// The largest schema `POST /graphs/{id}` takes.
@@ -111,16 +137,36 @@ fn text_body(body: &[u8]) -> Result<&str, ApiError> {
     std::str::from_utf8(body).map_err(|e| ApiError::invalid(format!("the body is not UTF-8: {e}")))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct LoadParams {
+    /// The branch to load into.
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     branch: String,
-    /// `upsert` (default) or `insert`.
-    mode: Option<String>,
-    /// Names the load: a retry with the same key answers with the first one's commit.
+    /// `upsert` (default): a row replaces the row of its key; `insert`: a key that exists
+    /// refuses the load.
+    mode: Option<LoadModeName>,
+    /// Names the load (1-200 printable ASCII characters). A retry with the same key on the
+    /// same branch answers with the commit the first load made (`"replayed": true`) and
+    /// writes nothing; the key is published with the commit, in the same compare-and-swap.
     idempotency_key: Option<String>,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadModeName {
+    Upsert,
+    Insert,
+}
+
+/// Load NDJSON as one visible commit.
+///
+/// Nothing is written unless every line is valid: a bad line refuses the load (400) with
+/// every bad line listed.
+#[utoipa::path(post, path = "/graphs/{id}/load", tag = "writes", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), LoadParams),
+    request_body(content = String, content_type = "application/x-ndjson", description = "One line per row, patch or delete. Rows: `{\"type\":T,\"data\":{...}}` (a node), `{\"edge\":E,\"from\":KEY,\"to\":KEY,\"data\":{...}}` (an edge). Patches: a row's line with `patch` in place of `data`, holding the key and the fields to set, laid over the head's row or an earlier line's; a patch of a key that does not exist refuses the load. Deletes: `{\"delete\":T,\"key\":KEY}` (a node, or an edge type with its own @key), `{\"delete\":E,\"from\":KEY,\"to\":KEY}` (an edge without one). Between a row and a delete of one key the later line wins; a deleted node's edges are deleted in the same commit; a delete that would leave a source below its edge type's @card minimum is refused."),
+    responses((status = 200, description = "The commit, rows written and deleted per type.", body = LoadOutcome)))]
 pub async fn load(
     State(state): State<Arc<AppState>>,
     Writing { id, graph, .. }: Writing,
@@ -130,14 +176,9 @@ pub async fn load(
     let admitted = state.admission.admit(&id, Work::Load)?;
     let limits = state.config.limits;
     let bytes = read_body(body, limits.max_body_bytes, limits.body_timeout).await?;
-    let mode = match params.mode.as_deref() {
-        None | Some("upsert") => LoadMode::Upsert,
-        Some("insert") => LoadMode::Insert,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "mode must be `upsert` or `insert`, not `{other}`"
-            )))
-        }
+    let mode = match params.mode {
+        None | Some(LoadModeName::Upsert) => LoadMode::Upsert,
+        Some(LoadModeName::Insert) => LoadMode::Insert,
     };
     let options = LoadOptions {
         branch: tributary::branch(&params.branch)?,
@@ -154,16 +195,23 @@ pub async fn load(
     Ok(Json(outcome).into_response())
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ReadParams {
+    /// A filter in SQL (`age > 60 AND name LIKE 'a%'`).
     filter: Option<String>,
     /// Comma-separated columns.
     select: Option<String>,
     limit: Option<usize>,
     #[serde(flatten)]
+    #[param(ignore)]
     at: AtParams,
 }
 
+/// Rows of a type.
+#[utoipa::path(get, path = "/graphs/{id}/types/{type}", tag = "reads",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ReadParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+        content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn read(
     Reading { graph, .. }: Reading,
     Path((_, type_name)): Path<(String, String)>,
@@ -182,6 +230,10 @@ pub async fn read(
     rows(&headers, &graph.read(&type_name, &options).await?)
 }
 
+/// One row by key.
+#[utoipa::path(get, path = "/graphs/{id}/types/{type}/{key}", tag = "reads",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ("key" = String, Path, description = "The row's key."), AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+        content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn get_one(
     Reading { graph, .. }: Reading,
     Path((_, type_name, key)): Path<(String, String, String)>,
@@ -194,29 +246,40 @@ pub async fn get_one(
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct NeighborParams {
+    /// The edge type to follow.
     edge: String,
-    /// `out` (default) or `in`.
-    direction: Option<String>,
+    /// `out` (default): edges from the node; `in`: edges into it.
+    direction: Option<DirectionName>,
     #[serde(flatten)]
+    #[param(ignore)]
     at: AtParams,
 }
 
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DirectionName {
+    Out,
+    In,
+}
+
+/// Nodes at the other end of an edge type.
+///
+/// A node that does not exist is "not found" (404, kind `no_row`), like a `get`.
+#[utoipa::path(get, path = "/graphs/{id}/neighbors/{type}/{key}", tag = "reads",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ("key" = String, Path, description = "The row's key."), NeighborParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+        content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn neighbors(
     Reading { graph, .. }: Reading,
     Path((_, type_name, key)): Path<(String, String, String)>,
     Query(params): Query<NeighborParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let direction = match params.direction.as_deref() {
-        None | Some("out") => Direction::Out,
-        Some("in") => Direction::In,
-        Some(other) => {
-            return Err(ApiError::invalid(format!(
-                "direction must be `out` or `in`, not `{other}`"
-            )))
-        }
+    let direction = match params.direction {
+        None | Some(DirectionName::Out) => Direction::Out,
+        Some(DirectionName::In) => Direction::In,
     };
     let view = params.at.view()?;
     let batch = graph
@@ -225,14 +288,20 @@ pub async fn neighbors(
     rows(&headers, &batch)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SearchParams {
+    /// Full-text query over the type's `@index(fts)` fields (rows get `_score`).
     text: Option<String>,
-    /// A JSON array of numbers.
+    /// A vector as a JSON array of numbers, searched over the type's vector field (rows get
+    /// `_distance`, the squared Euclidean distance).
     nearest: Option<String>,
+    /// How many rows, best first.
     #[serde(default = "default_k")]
+    #[param(default = 10)]
     k: usize,
     #[serde(flatten)]
+    #[param(ignore)]
     at: AtParams,
 }
 
@@ -240,6 +309,12 @@ fn default_k() -> usize {
     10
 }
 
+/// Full-text or vector search, best first.
+///
+/// Give exactly one of `text` and `nearest`.
+#[utoipa::path(get, path = "/graphs/{id}/search/{type}", tag = "reads",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), SearchParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+        content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn search(
     Reading { graph, .. }: Reading,
     Path((_, type_name)): Path<(String, String)>,
@@ -264,11 +339,14 @@ pub async fn search(
     rows(&headers, &batch)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CommitsParams {
     #[serde(default = "main_branch")]
+    #[param(default = json!("main"))]
     branch: String,
     #[serde(default = "default_commits")]
+    #[param(default = 50)]
     limit: usize,
 }
 
@@ -276,6 +354,9 @@ fn default_commits() -> usize {
     50
 }
 
+/// Commits of a branch, newest first.
+#[utoipa::path(get, path = "/graphs/{id}/commits", tag = "reads", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), CommitsParams),
+    responses((status = 200, description = "The branch's commits.", body = Vec<CommitRecord>)))]
 pub async fn commits(
     Reading { graph, .. }: Reading,
     Query(params): Query<CommitsParams>,
@@ -283,6 +364,9 @@ pub async fn commits(
     Ok(Json(graph.log(&params.branch, params.limit).await?).into_response())
 }
 
+/// The schema source.
+#[utoipa::path(get, path = "/graphs/{id}/schema", tag = "reads", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+    responses((status = 200, description = "The schema, as text.", body = String, content_type = "text/plain")))]
 pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
     let source = graph.schema_source();
     Ok((
@@ -292,7 +376,18 @@ pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError
         .into_response())
 }
 
-/// `POST /graphs/{id}/schema` with the new schema as the body.
+/// Apply a new schema as one `schema` commit.
+///
+/// Additive changes only: new types; new fields after a type's existing ones that are
+/// nullable or have a default (stored rows get the default, or null); an index on an
+/// existing field; `@stream` on a type, or off it (everything acknowledged is folded, its
+/// shards sealed, and ingest of it refused from then on). Anything else is refused (400,
+/// kind `invalid_input`) with every difference listed, and nothing changes. What is
+/// pending on `@stream` types is folded first; other processes take the new schema at
+/// their next load or fold. Needs the write scope.
+#[utoipa::path(post, path = "/graphs/{id}/schema", tag = "writes", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+    request_body(content = String, content_type = "text/plain", description = "The whole new schema."),
+    responses((status = 200, description = "What changed, and the commit (null when nothing did).", body = SchemaOutcome)))]
 pub async fn apply_schema(
     State(state): State<Arc<AppState>>,
     Writing { id, graph, .. }: Writing,
@@ -312,13 +407,19 @@ pub async fn apply_schema(
 /// The largest key list `POST /graphs/{id}/shards/{type}` takes.
 const MAX_SHARD_KEYS_BYTES: usize = 1 << 20;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct ShardKeys {
     keys: Vec<String>,
 }
 
-/// `POST /graphs/{id}/shards/{type}` with `{"keys": [...]}`: the shard of each key. A
-/// writer's call: a type no send has reached yet is enrolled, as its first send would.
+/// The shard of each key of a `@stream` node type.
+///
+/// Where a process owning some shards (`serve --shards`) takes it. A writer's call (write
+/// scope): a type no send has reached yet is enrolled, as its first send would.
+#[utoipa::path(post, path = "/graphs/{id}/shards/{type}", tag = "ingest",
+    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A `@stream` node type.")),
+    request_body(content = ShardKeys),
+    responses((status = 200, description = "The shard of each key, in order.", body = Vec<u32>)))]
 pub async fn shards(
     State(state): State<Arc<AppState>>,
     Writing { graph, .. }: Writing,
@@ -332,6 +433,14 @@ pub async fn shards(
     Ok(Json(graph.shards_of(&type_name, &keys).await?).into_response())
 }
 
+/// Pending (unfolded) work per enrolled table.
+///
+/// Per table its shards (each with its `number`, 0..N as `shards_of` gives it, and its
+/// pending rows and bytes) and what is pending; `owned_shards`: the shards this server
+/// writes (`serve --shards`), null for all; `producers`: each producer's `acknowledged`
+/// mark and `folded` mark (the highest sequence whose lines the head commit holds).
+#[utoipa::path(get, path = "/graphs/{id}/ingest/status", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), BranchParams),
+    responses((status = 200, description = "What is pending, and the last fold.", body = IngestStatus)))]
 pub async fn status(
     Reading { graph, .. }: Reading,
     Query(params): Query<BranchParams>,
@@ -339,6 +448,10 @@ pub async fn status(
     Ok(Json(graph.ingest_status(&params.branch).await?).into_response())
 }
 
+/// Fold now: publish what is acknowledged as one graph commit (or several for a large
+/// backlog).
+#[utoipa::path(post, path = "/graphs/{id}/ingest/fold", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), BranchParams),
+    responses((status = 200, description = "What the fold did.", body = FoldOutcome)))]
 pub async fn fold(
     State(state): State<Arc<AppState>>,
     Writing { graph, .. }: Writing,
@@ -359,6 +472,9 @@ pub async fn fold(
     Ok(Json(outcome).into_response())
 }
 
+/// Dead letters of folds: rows a fold could not publish, with why.
+#[utoipa::path(get, path = "/graphs/{id}/rejects", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+        content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn rejects(
     Reading { graph, .. }: Reading,
     Query(params): Query<AtParams>,
@@ -367,10 +483,12 @@ pub async fn rejects(
     rows(&headers, &graph.rejects(&params.at()?).await?)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CleanupParams {
     /// Remove unpinned versions older than this many seconds (default 7 days).
     #[serde(default = "week")]
+    #[param(default = 604800)]
     older_than_s: u64,
 }
 
@@ -378,6 +496,9 @@ fn week() -> u64 {
     7 * 24 * 3600
 }
 
+/// Remove folded WAL state, deleted branches' data and unpinned old versions.
+#[utoipa::path(post, path = "/graphs/{id}/cleanup", tag = "operations", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), CleanupParams),
+    responses((status = 200, description = "What was removed.", body = CleanupReport)))]
 pub async fn cleanup(
     Writing { graph, .. }: Writing,
     Query(params): Query<CleanupParams>,

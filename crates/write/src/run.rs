@@ -72,7 +72,9 @@ impl Default for FoldSettings {
 }
 
 /// What one fold did.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct FoldOutcome {
     /// The graph commit; `None` when nothing was pending.
     pub commit: Option<CommitRecord>,
@@ -94,7 +96,9 @@ pub struct FoldOutcome {
 }
 
 /// Where a fold's time went, in milliseconds, stage by stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 pub struct FoldTimings {
     /// The cut: freezing this process's writers (their memtables flush to generations)
     /// and claiming the WAL tails of writers that are gone. Set by the caller of the fold.

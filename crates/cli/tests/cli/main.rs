@@ -98,6 +98,7 @@ fn every_command_has_help() {
         "branch",
         "completions",
         "man",
+        "openapi",
     ] {
         assert!(top.contains(command), "top-level help misses {command}");
         let help = ok(&[command, "--help"]);
@@ -125,6 +126,29 @@ fn completions_a_man_page_json_logs_and_a_watched_status_come_from_the_cli() {
     assert!(
         man.starts_with(".ie") || man.contains(".TH tributary"),
         "{man}"
+    );
+    // A page per command, nested ones too, each naming how it is invoked.
+    let pages = tempfile::tempdir().unwrap();
+    ok(&["man", "--dir", &pages.path().to_string_lossy()]);
+    for (page, usage) in [
+        ("tributary.1", "tributary"),
+        ("tributary-load.1", "tributary load"),
+        ("tributary-ingest-status.1", "tributary ingest status"),
+        ("tributary-branch-merge.1", "tributary branch merge"),
+    ] {
+        let text = std::fs::read_to_string(pages.path().join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}: {text}");
+        assert!(
+            text.contains(&usage.replace(' ', "\\ ")) || text.contains(usage),
+            "{page} lacks `{usage}`: {text}"
+        );
+    }
+    assert!(!pages.path().join("tributary-help.1").exists());
+    // The API's description, from the server's own registrations.
+    let openapi: serde_json::Value = serde_json::from_str(&ok(&["openapi"])).unwrap();
+    assert!(
+        openapi["paths"]["/graphs/{id}/ingest"]["post"].is_object(),
+        "{openapi}"
     );
     let help = ok(&["--help"]);
     for status in ["64", "74", "77", "130"] {

@@ -15,13 +15,15 @@ use serde::{Deserialize, Serialize};
 use super::catalog::{Catalog, FieldDef, TypeDef};
 
 /// What applying a new schema changes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SchemaChange {
     /// Types the new schema adds.
     pub new_types: Vec<String>,
     /// `(type, field)` of each field added to an existing type.
+    #[schema(value_type = Vec<Vec<String>>)]
     pub new_fields: Vec<(String, String)>,
     /// `(type, field)` of each existing field that gains an index.
+    #[schema(value_type = Vec<Vec<String>>)]
     pub new_indexes: Vec<(String, String)>,
     /// Existing types that gain `@stream`.
     pub newly_streamed: Vec<String>,

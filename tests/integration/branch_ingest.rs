@@ -272,16 +272,16 @@ async fn dead_letters_of_a_branch_fold_stay_on_the_branch() {
     // An edge to a company nobody wrote: the fold refuses it into the dead letters.
     send(&graph, "dev", &[edge("WorksAt", "ada", "nowhere")]).await;
     let folded = graph.fold("dev").await.unwrap();
-    assert_eq!(folded.rejected, 1, "{folded:?}");
+    assert_eq!(folded.dead_letters, 1, "{folded:?}");
     let on = |branch: &str| At::branch(branch).unwrap();
     assert_eq!(graph.rejects(&on("dev")).await.unwrap().num_rows(), 1);
     assert_eq!(graph.rejects(&on("main")).await.unwrap().num_rows(), 0);
 
     // `main`'s own dead letters do not reach the branch, nor the branch's `main`.
     send(&graph, "main", &[edge("WorksAt", "ada", "elsewhere")]).await;
-    assert_eq!(graph.fold("main").await.unwrap().rejected, 1);
+    assert_eq!(graph.fold("main").await.unwrap().dead_letters, 1);
     send(&graph, "dev", &[edge("WorksAt", "ada", "void")]).await;
-    assert_eq!(graph.fold("dev").await.unwrap().rejected, 1);
+    assert_eq!(graph.fold("dev").await.unwrap().dead_letters, 1);
     assert_eq!(graph.rejects(&on("dev")).await.unwrap().num_rows(), 2);
     assert_eq!(graph.rejects(&on("main")).await.unwrap().num_rows(), 1);
 
@@ -300,7 +300,7 @@ async fn dead_letters_of_a_branch_fold_stay_on_the_branch() {
         .await
         .unwrap();
     send(&graph, "dev", &[edge("WorksAt", "ada", "acme")]).await;
-    assert_eq!(graph.fold("dev").await.unwrap().rejected, 0);
+    assert_eq!(graph.fold("dev").await.unwrap().dead_letters, 0);
 }
 
 #[tokio::test]

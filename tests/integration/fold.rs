@@ -53,7 +53,7 @@ async fn a_fold_publishes_every_acknowledged_row_in_one_commit() {
     assert_eq!(commit.rows_written["nodes/Person.lance"], 2);
     assert_eq!(commit.rows_written["edges/WorksAt.lance"], 1);
     assert_eq!(outcome.rows["Person"], 2);
-    assert_eq!(outcome.rejected, 0);
+    assert_eq!(outcome.dead_letters, 0);
     assert_eq!(
         commit.folded.len(),
         2,
@@ -129,7 +129,7 @@ async fn validation_spans_chunks_of_one_fold() {
     // the fold's cut claims the shard to bring them in.
     let outcome = graph.fold("main").await.unwrap();
     assert_eq!(outcome.rows["Person"], 3, "one owner per email");
-    assert_eq!(outcome.rejected, 6);
+    assert_eq!(outcome.dead_letters, 6);
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(rejects.num_rows(), 6);
     assert!(sorted_strings(&rejects, "kind")
@@ -166,7 +166,7 @@ async fn rows_failing_fold_validation_become_dead_letters_in_the_same_commit() {
     .await;
     let outcome = graph.fold("main").await.unwrap();
     let commit = outcome.commit.expect("a fold commit");
-    assert_eq!(outcome.rejected, 3);
+    assert_eq!(outcome.dead_letters, 3);
     assert_eq!(commit.rows_written[&REJECTS_PATH], 3);
     assert!(commit.tables.contains_key(&REJECTS_PATH));
 
@@ -248,7 +248,7 @@ async fn the_halt_policy_refuses_the_fold_and_reports_the_row() {
     // The missing endpoint arrives: the next fold applies everything and clears the halt.
     send(&graph, &[person("ghost", 2)]).await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 0);
+    assert_eq!(outcome.dead_letters, 0);
     assert_eq!(ids(&graph, "Knows").await, ["ada->ghost"]);
     assert!(graph
         .ingest_status("main")
@@ -562,7 +562,7 @@ async fn a_backlog_over_max_rows_folds_in_several_commits_nodes_first() {
     assert_eq!(outcome.commits, 4, "{:?}", outcome.folded);
     assert_eq!(outcome.rows["Person"], 6);
     assert_eq!(outcome.rows["Knows"], 2);
-    assert_eq!(outcome.rejected, 0, "no edge folded before its nodes");
+    assert_eq!(outcome.dead_letters, 0, "no edge folded before its nodes");
     let folds: Vec<_> = graph
         .log("main", 10)
         .await
@@ -635,7 +635,7 @@ async fn a_unique_value_is_freed_only_by_a_change_that_is_written() {
     )
     .await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 2);
+    assert_eq!(outcome.dead_letters, 2);
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(sorted_strings(&rejects, "key"), ["ada", "cy"]);
     assert_eq!(

@@ -401,7 +401,7 @@ async fn a_load_is_held_to_a_card_minimum_and_a_fold_is_not() {
         .await
         .unwrap();
     let folded = graph.fold("main").await.unwrap();
-    assert_eq!(folded.rejected, 0);
+    assert_eq!(folded.dead_letters, 0);
     assert_eq!(folded.rows.get("Two"), Some(&1));
     assert_eq!(rows(&graph, "Two").await, 3);
 }
@@ -455,7 +455,7 @@ async fn a_folded_edge_refused_as_not_unique_takes_no_place_under_card() {
     let sent = ndjson(&[owns("p3", "p1", "t"), owns("p3", "p4", "u")]);
     ingest.send(1, &sent).await.unwrap();
     let folded = graph.fold("main").await.unwrap();
-    assert_eq!(folded.rejected, 1);
+    assert_eq!(folded.dead_letters, 1);
     assert_eq!(folded.rows.get("Owns"), Some(&1));
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(strings(&rejects, "kind"), vec!["unique"]);

@@ -280,7 +280,7 @@ async fn concurrent_patches_of_one_row_lose_no_field() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(graph.fold("main").await.unwrap().rejected, 0);
+    assert_eq!(graph.fold("main").await.unwrap().dead_letters, 0);
     for key in &keys {
         let row = row(&graph, key, &At::default()).await.unwrap();
         assert_eq!(age(&row), Some(50), "{key}");

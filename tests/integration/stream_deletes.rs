@@ -133,7 +133,7 @@ async fn an_edge_to_a_node_deleted_in_the_same_fold_is_a_dead_letter() {
     )
     .await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 1);
+    assert_eq!(outcome.dead_letters, 1);
     assert_eq!(ids(&graph, "Knows").await, ["bob->cy"]);
     let rejects = graph.rejects(&At::default()).await.unwrap();
     assert_eq!(sorted_strings(&rejects, "key"), ["bob->ada"]);
@@ -178,7 +178,7 @@ async fn a_node_deleted_and_written_again_keeps_its_edges() {
     // cy comes back with zed's email: refused, so cy stays deleted.
     send(&graph, &[person_with_email("cy", "z@x.io")]).await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 2);
+    assert_eq!(outcome.dead_letters, 2);
     assert_eq!(ids(&graph, "Person").await, ["ada", "bob", "zed"]);
     assert_eq!(age_of(&graph, "ada").await, Some(5));
     assert_eq!(age_of(&graph, "bob").await, Some(6));
@@ -220,7 +220,7 @@ async fn an_edge_is_deleted_by_its_ends_and_frees_its_card_place() {
     )
     .await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 0);
+    assert_eq!(outcome.dead_letters, 0);
     assert_eq!(ids(&graph, "Knows").await, ["bob->ada"]);
     assert_eq!(ids(&graph, "WorksAt").await, ["ada->beta"]);
     assert_eq!(ids(&graph, "Person").await, ["ada", "bob"]);
@@ -236,7 +236,7 @@ async fn a_deleted_node_frees_its_unique_value_for_the_same_fold() {
     )
     .await;
     let outcome = graph.fold("main").await.unwrap();
-    assert_eq!(outcome.rejected, 0);
+    assert_eq!(outcome.dead_letters, 0);
     assert_eq!(ids(&graph, "Person").await, ["bob"]);
 }
 

@@ -93,14 +93,15 @@ fn run(mut command: Command) -> Result {
         .chain(command.get_args())
         .map(|part| part.to_string_lossy().into_owned())
         .collect();
-    eprintln!("xtask: running {}", line.join(" "));
+    let line = line.join(" ");
+    eprintln!("xtask: running {line}");
     let status = command
         .status()
-        .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+        .map_err(|e| format!("cannot run {line}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{command:?} failed with {status}"))
+        Err(format!("`{line}` failed with {status}"))
     }
 }
 

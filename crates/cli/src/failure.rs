@@ -9,6 +9,9 @@ pub(crate) struct Failure {
     pub(crate) code: u8,
     /// The engine's or server's kind, for an error that has one.
     pub(crate) kind: Option<ErrorKind>,
+    /// A refused merge's conflicting keys, written on stdout too in JSON formats so a
+    /// script can read them.
+    pub(crate) conflicts: Vec<tributary::ConflictKey>,
 }
 
 /// clap's own status for a command line it cannot parse; ours match it.
@@ -30,6 +33,7 @@ impl Failure {
             message: message.into(),
             code,
             kind: None,
+            conflicts: Vec::new(),
         }
     }
 
@@ -105,6 +109,9 @@ impl Failure {
 
 impl From<tributary::Error> for Failure {
     fn from(error: tributary::Error) -> Self {
-        Failure::of(error.kind(), error.to_string())
+        Failure {
+            conflicts: error.conflicts().to_vec(),
+            ..Failure::of(error.kind(), error.to_string())
+        }
     }
 }

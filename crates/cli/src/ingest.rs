@@ -73,8 +73,8 @@ pub async fn run(
         "duplicates": totals.duplicates,
         "fold_commit": fold_commit,
         "interrupted": matches!(stop, Some(Stop::Signal)),
-        "seconds": seconds,
-        "rows_per_s": totals.acked as f64 / seconds.max(1e-9),
+        "seconds": tributary_server::to_the_millisecond(seconds),
+        "rows_per_s": tributary_server::rows_per_s(totals.acked, seconds),
     });
     let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {

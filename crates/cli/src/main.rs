@@ -123,7 +123,7 @@ enum Command {
         #[command(flatten)]
         view: ViewArgs,
     },
-    /// Which shard each key of a `@stream(shards = N)` node type is in: where to send it
+    /// Which shard each key of a `@stream(shards = N)` type (node or edge: `SRC->DST` keys an edge) is in: where to send it
     /// when processes own shares of the shards (`serve --shards`, `ingest --shards`).
     Shards {
         graph: String,
@@ -313,7 +313,8 @@ enum IngestAction {
     /// process left for the next fold), age of the oldest unfolded generation, and the
     /// last fold commit. Then, if streams were sent as producers, a second table: each
     /// producer's acknowledged mark (the highest sequence acknowledged) and folded mark
-    /// (the highest whose lines the graph holds); in JSON, a second array.
+    /// (the highest whose lines the graph holds); in JSON, one object: {"shards": [...],
+    /// "producers": [...]}.
     Status {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
@@ -485,6 +486,15 @@ fn main() -> ExitCode {
         }
         Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
         Err(failure) => {
+            if !failure.conflicts.is_empty() && matches!(format, Format::Json | Format::Ndjson) {
+                let refused = serde_json::json!({
+                    "merged": false,
+                    "kind": ErrorKind::Conflict.name(),
+                    "error": failure.message,
+                    "conflicts": failure.conflicts,
+                });
+                println!("{refused}");
+            }
             eprintln!("error: {}", failure.message);
             ExitCode::from(failure.code)
         }
@@ -683,10 +693,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                         // Clear the screen and go home, then draw the view again.
                         write!(out, "\x1b[2J\x1b[H").map_err(|e| Failure::io(e.to_string()))?;
                     }
-                    emit(&mut out, &output::status_batch(&status))?;
-                    if !status.producers.is_empty() {
-                        emit(&mut out, &output::producers_batch(&status))?;
-                    }
+                    output::write_status(&mut out, format, &status).map_err(Failure::io)?;
                     out.flush().map_err(|e| Failure::io(e.to_string()))?;
                     let Some(every) = every else { return Ok(()) };
                     tokio::select! {
@@ -713,6 +720,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 summarize(&mut out, output::fold_summary(&outcome))
             }
             (None, Some(graph)) => {
+                if format == Format::Csv {
+                    // Acknowledgements and a summary are not one table.
+                    return Err(Failure::usage(
+                        "ingest reports as text (table), json or ndjson; --format csv is for rows \
+                         (read, get, neighbors, search, rejects)",
+                    ));
+                }
                 let run = ingest::IngestRun {
                     graph,
                     file: args.file,

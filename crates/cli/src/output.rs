@@ -111,17 +111,7 @@ pub fn write_batch_nesting(
         return write_batch(out, format, batch);
     }
     let err = |e: &dyn std::fmt::Display| e.to_string();
-    let mut bytes = Vec::new();
-    {
-        let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
-        writer.write(batch).map_err(|e| err(&e))?;
-        writer.finish().map_err(|e| err(&e))?;
-    }
-    let mut rows: Vec<serde_json::Map<String, serde_json::Value>> = if bytes.is_empty() {
-        Vec::new()
-    } else {
-        serde_json::from_slice(&bytes).map_err(|e| err(&e))?
-    };
+    let mut rows = json_rows(batch)?;
     for row in &mut rows {
         for column in json_columns {
             if let Some(serde_json::Value::String(text)) = row.get(*column) {
@@ -141,6 +131,47 @@ pub fn write_batch_nesting(
         }
         Ok(())
     }
+}
+
+/// The rows of `batch` as JSON objects.
+fn json_rows(
+    batch: &RecordBatch,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let mut bytes = Vec::new();
+    {
+        let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
+        writer.write(batch).map_err(|e| err(&e))?;
+        writer.finish().map_err(|e| err(&e))?;
+    }
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice(&bytes).map_err(|e| err(&e))
+}
+
+/// `ingest status`: the shards' table, then (when streams were sent as producers) the
+/// producers' marks. In `json`, one document holding both lists (`shards`, `producers`);
+/// in the other formats, one after the other.
+pub fn write_status(
+    out: &mut dyn Write,
+    format: Format,
+    status: &tributary::IngestStatus,
+) -> Result<(), String> {
+    let shards = status_batch(status);
+    let producers = producers_batch(status);
+    if format == Format::Json {
+        let document = serde_json::json!({
+            "shards": json_rows(&shards)?,
+            "producers": json_rows(&producers)?,
+        });
+        return writeln!(out, "{document}").map_err(|e| e.to_string());
+    }
+    write_batch(out, format, &shards)?;
+    if producers.num_rows() > 0 {
+        write_batch(out, format, &producers)?;
+    }
+    Ok(())
 }
 
 /// CSV by each value's display form, so nested columns (lists, vectors) render too.
@@ -339,13 +370,13 @@ pub fn branches_batch(heads: &[CommitRecord]) -> RecordBatch {
     RecordBatch::try_new(Arc::new(schema), columns).expect("branch columns match their schema")
 }
 
-/// What a fold did: rows per type, rows deleted per type, dead letters, commits (the last
+/// What a fold did: rows per type, rows deleted per type, rows turned into dead letters, commits (the last
 /// one's id; none when nothing was pending).
 pub fn fold_summary(outcome: &tributary::FoldOutcome) -> Summary {
     Summary::new()
         .counts("rows", &outcome.rows)
         .counts("deleted", &outcome.deleted)
-        .with("rejected", outcome.rejected)
+        .with("dead_letters", outcome.dead_letters)
         .with("commits", outcome.commits)
         .with(
             "generations",
@@ -459,7 +490,7 @@ pub fn pairs_batch(names: (&str, &str), rows: &[(String, String)]) -> RecordBatc
 
 /// `ingest status` as a batch: one row per shard of each enrolled table.
 #[expect(clippy::expect_used, reason = "the columns are built for this schema")]
-pub fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
+fn status_batch(status: &tributary::IngestStatus) -> RecordBatch {
     let mut rows: Vec<(&tributary::TableIngestStatus, &tributary::ShardIngestStatus)> = Vec::new();
     for table in &status.tables {
         for shard in &table.shards {
@@ -611,7 +642,7 @@ pub fn schema_outcome(
 
 /// `ingest status`'s second table: each producer's acknowledged and folded marks.
 #[expect(clippy::expect_used, reason = "the columns are built for this schema")]
-pub fn producers_batch(status: &tributary::IngestStatus) -> RecordBatch {
+fn producers_batch(status: &tributary::IngestStatus) -> RecordBatch {
     let producers = &status.producers;
     let marks = |f: &dyn Fn(&tributary::ProducerStatus) -> Option<u64>| -> ArrayRef {
         Arc::new(Int64Array::from(

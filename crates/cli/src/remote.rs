@@ -57,6 +57,9 @@ impl Remote {
         let status = response.status();
         let text = response.text().await.unwrap_or_default();
         Err(match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(body) if !body.conflicts.is_empty() => {
+                Error::remote_conflict(body.error, body.conflicts)
+            }
             Ok(body) => {
                 let kind = ErrorKind::from_name(&body.kind).unwrap_or(ErrorKind::Internal);
                 Error::remote(kind, body.error)

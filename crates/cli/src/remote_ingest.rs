@@ -525,7 +525,18 @@ pub(crate) fn report(
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::io(e.to_string());
     match format {
-        Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
+        Format::Json | Format::Ndjson => {
+            // The same fields as an embedded run's summary. A server's folds run in its
+            // background for every client, so this run cannot count its own dead letters:
+            // null, not 0 (`tributary rejects` lists them).
+            let mut summary = summary.clone();
+            if let Some(fields) = summary.as_object_mut() {
+                fields
+                    .entry("dead_letters")
+                    .or_insert(serde_json::Value::Null);
+            }
+            writeln!(out, "{summary}").map_err(io)?
+        }
         _ => writeln!(
             out,
             "{} durable, {}, {}through line {}; {folding}",

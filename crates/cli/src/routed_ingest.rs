@@ -299,8 +299,8 @@ pub async fn run(
         "duplicates": ledger.servers.iter().map(|s| s.duplicates).sum::<u64>(),
         "through_line": ledger.through_line(),
         "servers": urls,
-        "seconds": seconds,
-        "rows_per_s": acked as f64 / seconds.max(1e-9),
+        "seconds": tributary_server::to_the_millisecond(seconds),
+        "rows_per_s": tributary_server::rows_per_s(acked, seconds),
     });
     // The run fails as the earliest failure in the input did: the router's, or a stream's
     // (its lines renumbered by its server's ledger); a stream that broke (its server gone

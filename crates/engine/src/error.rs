@@ -48,11 +48,13 @@ pub enum Error {
     #[snafu(display("{type_name} is no longer declared @stream (a schema change removed it and sealed its shards; what was acknowledged is folded); its rows in this send were not written: load them instead"))]
     NoLongerStreamed { type_name: String },
 
-    #[snafu(display("{type_name} has no column `{column}` (columns: {})", columns.join(", ")))]
+    #[snafu(display("{type_name} has no column `{column}` ({}columns: {})", meant.as_ref().map(|m| format!("did you mean `{m}`? ")).unwrap_or_default(), columns.join(", ")))]
     UnknownColumn {
         type_name: String,
         column: String,
         columns: Vec<String>,
+        /// The column the name is closest to, if one is.
+        meant: Option<String>,
     },
 
     #[snafu(display("edge {edge} goes {from} -> {to}, not {way} {node_type}"))]
@@ -222,9 +224,14 @@ pub enum Error {
         branches: Vec<String>,
     },
 
-    /// What a server answered (or that it could not be reached), for a client of one.
+    /// What a server answered (or that it could not be reached), for a client of one; a
+    /// merge's conflicting keys, when it named them.
     #[snafu(display("{message}"))]
-    Remote { kind: ErrorKind, message: String },
+    Remote {
+        kind: ErrorKind,
+        message: String,
+        conflicts: Vec<crate::merge::ConflictKey>,
+    },
 }
 
 fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
@@ -356,6 +363,28 @@ impl Error {
         Error::Remote {
             kind,
             message: message.into(),
+            conflicts: Vec::new(),
+        }
+    }
+
+    /// A server's refusal of a merge, with the keys it named.
+    pub fn remote_conflict(
+        message: impl Into<String>,
+        conflicts: Vec<crate::merge::ConflictKey>,
+    ) -> Error {
+        Error::Remote {
+            kind: ErrorKind::Conflict,
+            message: message.into(),
+            conflicts,
+        }
+    }
+
+    /// The keys a merge found changed differently on both sides, if that is what this is.
+    pub fn conflicts(&self) -> &[crate::merge::ConflictKey] {
+        match self {
+            Error::MergeConflict { keys, .. } => keys,
+            Error::Remote { conflicts, .. } => conflicts,
+            _ => &[],
         }
     }
 

@@ -170,11 +170,11 @@ impl Graph {
             Ok(outcome) => {
                 self.streaming
                     .dead_letters
-                    .fetch_add(outcome.rejected, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(outcome.dead_letters, std::sync::atomic::Ordering::Relaxed);
                 if let Some(commit) = &outcome.commit {
                     self.record_fold_error(branch, lineage.as_deref(), None)
                         .await;
-                    tracing::info!(commit = %commit.id, rows = ?outcome.rows, rejected = outcome.rejected, "folded");
+                    tracing::info!(commit = %commit.id, rows = ?outcome.rows, dead_letters = outcome.dead_letters, "folded");
                 }
             }
             Err(error) => {

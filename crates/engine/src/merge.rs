@@ -80,7 +80,7 @@ impl MergeOutcome {
 }
 
 /// A key changed on both sides, differently.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct ConflictKey {
     pub type_name: String,
     pub key: String,

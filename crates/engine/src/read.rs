@@ -373,10 +373,13 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
 fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {
     let schema = ty.arrow_schema();
     if let Some(unknown) = columns.iter().find(|c| schema.field_with_name(c).is_err()) {
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         return Err(Error::UnknownColumn {
             type_name: ty.name.clone(),
             column: unknown.clone(),
-            columns: schema.fields().iter().map(|f| f.name().clone()).collect(),
+            meant: tributary_schema::nearest_name(unknown, columns.iter().map(String::as_str))
+                .map(str::to_owned),
+            columns,
         });
     }
     Ok(())

@@ -9,6 +9,9 @@ use tributary::ErrorKind;
 /// can tell "no row" from "no graph" without reading the message.
 pub const NO_ROW: &str = ErrorKind::NoRow.name();
 
+/// At most this many conflicting keys travel in a refused merge's body.
+pub const CONFLICTS_LISTED: usize = 1_000;
+
 /// Seconds a client should wait before retrying a refused ingest or load.
 pub const RETRY_AFTER_S: u64 = 1;
 
@@ -29,6 +32,10 @@ pub struct ErrorBody {
     pub error: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineRecord>,
+    /// A refused merge's keys changed differently on both sides (the first
+    /// [`CONFLICTS_LISTED`]; the message gives the count).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicts: Vec<tributary::ConflictKey>,
 }
 
 #[derive(Debug)]
@@ -53,6 +60,7 @@ impl ApiError {
                 kind: kind.name().to_owned(),
                 error: error.into(),
                 lines: Vec::new(),
+                conflicts: Vec::new(),
             },
         }
     }
@@ -91,6 +99,12 @@ impl From<tributary::Error> for ApiError {
                 line: e.line,
                 error: e.to_string(),
             })
+            .collect();
+        api.body.conflicts = error
+            .conflicts()
+            .iter()
+            .take(CONFLICTS_LISTED)
+            .cloned()
             .collect();
         api
     }

@@ -44,6 +44,16 @@ pub struct AckRecord {
     pub stopped_at: Option<u64>,
 }
 
+/// A summary's rate: whole rows per second.
+pub fn rows_per_s(rows: u64, seconds: f64) -> f64 {
+    (rows as f64 / seconds.max(1e-9)).round()
+}
+
+/// A summary's duration: seconds to the millisecond.
+pub fn to_the_millisecond(seconds: f64) -> f64 {
+    (seconds * 1000.0).round() / 1000.0
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -244,6 +254,7 @@ async fn run(
                             limits.ingest_idle_timeout.as_secs_f64()
                         ),
                         lines: Vec::new(),
+                        conflicts: Vec::new(),
                     })),
                 },
                 // The server is stopping: acknowledge nothing more, say so, and end.
@@ -251,6 +262,7 @@ async fn run(
                     kind: ErrorKind::Unavailable.name().into(),
                     error: "the server is stopping; send the rest again when it is back".into(),
                     lines: Vec::new(),
+                    conflicts: Vec::new(),
                 })),
             },
         };
@@ -307,8 +319,8 @@ async fn run(
         through_line: session.through_line,
         duplicates: session.duplicates,
         fold_commit: None,
-        seconds,
-        rows_per_s: session.acked as f64 / seconds.max(1e-9),
+        seconds: to_the_millisecond(seconds),
+        rows_per_s: rows_per_s(session.acked, seconds),
         error,
     };
     session.emit(&summary).await;
@@ -372,6 +384,7 @@ impl Session {
                     line: bad.line,
                     error: bad.to_string(),
                 }],
+                conflicts: Vec::new(),
             })),
             None => Ok(()),
         }
@@ -445,5 +458,6 @@ fn failed(error: tributary::Error) -> Stop {
         kind: error.kind().name().to_owned(),
         error: error.to_string(),
         lines: Vec::new(),
+        conflicts: Vec::new(),
     })
 }

@@ -33,7 +33,7 @@ use tributary::Graph;
 
 pub use auth::{Scope, Tokens};
 pub use error::{ApiError, ErrorBody, LineRecord, NO_ROW, RETRY_AFTER_S};
-pub use ingest::{AckRecord, IngestSummary, IDLE_STREAM_ENDED};
+pub use ingest::{rows_per_s, to_the_millisecond, AckRecord, IngestSummary, IDLE_STREAM_ENDED};
 pub use routes::ARROW_STREAM;
 pub use tls::Tls;
 

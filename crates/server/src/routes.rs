@@ -77,7 +77,8 @@ pub async fn metrics(
 /// Create a graph from a schema.
 ///
 /// Only when the server was started with `--init`; needs the write scope.
-#[utoipa::path(post, path = "/graphs/{id}", tag = "graphs", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+#[utoipa::path(post, path = "/graphs/{id}", tag = "graphs", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
     request_body(content = String, content_type = "text/plain", description = "The schema source."),
     responses((status = 201, description = "Created.", body = GraphCreated)))]
 pub async fn create_graph(
@@ -164,7 +165,9 @@ pub enum LoadModeName {
 ///
 /// Nothing is written unless every line is valid: a bad line refuses the load (400) with
 /// every bad line listed.
-#[utoipa::path(post, path = "/graphs/{id}/load", tag = "writes", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), LoadParams),
+#[utoipa::path(post, path = "/graphs/{id}/load", tag = "writes", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        LoadParams),
     request_body(content = String, content_type = "application/x-ndjson", description = "One line per row, patch or delete. Rows: `{\"type\":T,\"data\":{...}}` (a node), `{\"edge\":E,\"from\":KEY,\"to\":KEY,\"data\":{...}}` (an edge). Patches: a row's line with `patch` in place of `data`, holding the key and the fields to set, laid over the head's row or an earlier line's; a patch of a key that does not exist refuses the load. Deletes: `{\"delete\":T,\"key\":KEY}` (a node, or an edge type with its own @key), `{\"delete\":E,\"from\":KEY,\"to\":KEY}` (an edge without one). Between a row and a delete of one key the later line wins; a deleted node's edges are deleted in the same commit; a delete that would leave a source below its edge type's @card minimum is refused."),
     responses((status = 200, description = "The commit, rows written and deleted per type.", body = LoadOutcome)))]
 pub async fn load(
@@ -210,7 +213,11 @@ pub struct ReadParams {
 
 /// Rows of a type.
 #[utoipa::path(get, path = "/graphs/{id}/types/{type}", tag = "reads",
-    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ReadParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A node or edge type of the schema."),
+        ReadParams, AtParams),
+    responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
         content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn read(
     Reading { graph, .. }: Reading,
@@ -232,7 +239,12 @@ pub async fn read(
 
 /// One row by key.
 #[utoipa::path(get, path = "/graphs/{id}/types/{type}/{key}", tag = "reads",
-    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ("key" = String, Path, description = "The row's key."), AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A node or edge type of the schema."),
+        ("key" = String, Path, description = "The row's key."),
+        AtParams),
+    responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
         content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn get_one(
     Reading { graph, .. }: Reading,
@@ -269,7 +281,12 @@ pub enum DirectionName {
 ///
 /// A node that does not exist is "not found" (404, kind `no_row`), like a `get`.
 #[utoipa::path(get, path = "/graphs/{id}/neighbors/{type}/{key}", tag = "reads",
-    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), ("key" = String, Path, description = "The row's key."), NeighborParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A node or edge type of the schema."),
+        ("key" = String, Path, description = "The row's key."),
+        NeighborParams, AtParams),
+    responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
         content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn neighbors(
     Reading { graph, .. }: Reading,
@@ -313,7 +330,11 @@ fn default_k() -> usize {
 ///
 /// Give exactly one of `text` and `nearest`.
 #[utoipa::path(get, path = "/graphs/{id}/search/{type}", tag = "reads",
-    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A node or edge type of the schema."), SearchParams, AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A node or edge type of the schema."),
+        SearchParams, AtParams),
+    responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
         content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn search(
     Reading { graph, .. }: Reading,
@@ -355,7 +376,9 @@ fn default_commits() -> usize {
 }
 
 /// Commits of a branch, newest first.
-#[utoipa::path(get, path = "/graphs/{id}/commits", tag = "reads", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), CommitsParams),
+#[utoipa::path(get, path = "/graphs/{id}/commits", tag = "reads", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        CommitsParams),
     responses((status = 200, description = "The branch's commits.", body = Vec<CommitRecord>)))]
 pub async fn commits(
     Reading { graph, .. }: Reading,
@@ -365,7 +388,8 @@ pub async fn commits(
 }
 
 /// The schema source.
-#[utoipa::path(get, path = "/graphs/{id}/schema", tag = "reads", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+#[utoipa::path(get, path = "/graphs/{id}/schema", tag = "reads", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
     responses((status = 200, description = "The schema, as text.", body = String, content_type = "text/plain")))]
 pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
     let source = graph.schema_source();
@@ -385,7 +409,8 @@ pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError
 /// kind `invalid_input`) with every difference listed, and nothing changes. What is
 /// pending on `@stream` types is folded first; other processes take the new schema at
 /// their next load or fold. Needs the write scope.
-#[utoipa::path(post, path = "/graphs/{id}/schema", tag = "writes", params(("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+#[utoipa::path(post, path = "/graphs/{id}/schema", tag = "writes", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
     request_body(content = String, content_type = "text/plain", description = "The whole new schema."),
     responses((status = 200, description = "What changed, and the commit (null when nothing did).", body = SchemaOutcome)))]
 pub async fn apply_schema(
@@ -412,12 +437,14 @@ pub struct ShardKeys {
     keys: Vec<String>,
 }
 
-/// The shard of each key of a `@stream` node type.
+/// The shard of each key of a `@stream` type (node or edge).
 ///
 /// Where a process owning some shards (`serve --shards`) takes it. A writer's call (write
 /// scope): a type no send has reached yet is enrolled, as its first send would.
 #[utoipa::path(post, path = "/graphs/{id}/shards/{type}", tag = "ingest",
-    params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ("type" = String, Path, description = "A `@stream` node type.")),
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A `@stream` type.")),
     request_body(content = ShardKeys),
     responses((status = 200, description = "The shard of each key, in order.", body = Vec<u32>)))]
 pub async fn shards(
@@ -439,7 +466,9 @@ pub async fn shards(
 /// pending rows and bytes) and what is pending; `owned_shards`: the shards this server
 /// writes (`serve --shards`), null for all; `producers`: each producer's `acknowledged`
 /// mark and `folded` mark (the highest sequence whose lines the head commit holds).
-#[utoipa::path(get, path = "/graphs/{id}/ingest/status", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), BranchParams),
+#[utoipa::path(get, path = "/graphs/{id}/ingest/status", tag = "ingest", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        BranchParams),
     responses((status = 200, description = "What is pending, and the last fold.", body = IngestStatus)))]
 pub async fn status(
     Reading { graph, .. }: Reading,
@@ -450,7 +479,9 @@ pub async fn status(
 
 /// Fold now: publish what is acknowledged as one graph commit (or several for a large
 /// backlog).
-#[utoipa::path(post, path = "/graphs/{id}/ingest/fold", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), BranchParams),
+#[utoipa::path(post, path = "/graphs/{id}/ingest/fold", tag = "ingest", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        BranchParams),
     responses((status = 200, description = "What the fold did.", body = FoldOutcome)))]
 pub async fn fold(
     State(state): State<Arc<AppState>>,
@@ -473,7 +504,10 @@ pub async fn fold(
 }
 
 /// Dead letters of folds: rows a fold could not publish, with why.
-#[utoipa::path(get, path = "/graphs/{id}/rejects", tag = "ingest", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), AtParams), responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
+#[utoipa::path(get, path = "/graphs/{id}/rejects", tag = "ingest", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        AtParams),
+    responses((status = 200, description = "Rows: a JSON array of objects, or an Arrow IPC stream when `Accept` asks for `application/vnd.apache.arrow.stream`.",
         content((Vec<Object> = "application/json"), ("application/vnd.apache.arrow.stream")))))]
 pub async fn rejects(
     Reading { graph, .. }: Reading,
@@ -497,7 +531,9 @@ fn week() -> u64 {
 }
 
 /// Remove folded WAL state, deleted branches' data and unpinned old versions.
-#[utoipa::path(post, path = "/graphs/{id}/cleanup", tag = "operations", params(("id" = String, Path, description = "Graph id: its folder name under the server root."), CleanupParams),
+#[utoipa::path(post, path = "/graphs/{id}/cleanup", tag = "operations", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        CleanupParams),
     responses((status = 200, description = "What was removed.", body = CleanupReport)))]
 pub async fn cleanup(
     Writing { graph, .. }: Writing,

@@ -84,7 +84,10 @@ pub struct FoldOutcome {
     /// nodes).
     #[serde(default)]
     pub deleted: BTreeMap<String, u64>,
-    pub rejected: u64,
+    /// Rows the fold could not apply, written to the dead letters (`rejects`) instead.
+    /// (An ingest's `rejected` counts lines refused before they were acknowledged.)
+    #[serde(alias = "rejected")]
+    pub dead_letters: u64,
     pub folded: Vec<FoldedShard>,
     /// Graph commits made (a backlog over `max_rows` takes several folds).
     pub commits: usize,
@@ -149,7 +152,7 @@ impl FoldOutcome {
         for (ty, n) in later.deleted {
             *self.deleted.entry(ty).or_default() += n;
         }
-        self.rejected += later.rejected;
+        self.dead_letters += later.dead_letters;
         self.folded.extend(later.folded);
         self.commits += later.commits;
         self.timings.add(&later.timings);
@@ -390,7 +393,7 @@ pub async fn fold_pending(
         commit: Some(committed.record),
         rows,
         deleted,
-        rejected,
+        dead_letters: rejected,
         folded,
         commits: 1,
         complete,

@@ -131,6 +131,21 @@ fn branch_commands_print_the_same_embedded_and_remote() {
         assert_eq!(refused.status.code(), Some(75), "{refused:?}");
         let stderr = String::from_utf8_lossy(&refused.stderr);
         assert!(stderr.contains("Person `ada`"), "{stderr}");
+        // In JSON the keys are fields on stdout too, embedded and through a server alike.
+        args.extend(["--format", "json"]);
+        let refused = run(&args);
+        assert_eq!(refused.status.code(), Some(75), "{refused:?}");
+        let document: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+        assert_eq!(document["merged"], false, "{document}");
+        assert_eq!(document["kind"], "conflict", "{document}");
+        assert_eq!(
+            document["conflicts"][0]["key"], "ada",
+            "{graph}: {document}"
+        );
+        assert_eq!(
+            document["conflicts"][0]["type_name"], "Person",
+            "{document}"
+        );
     }
     // Settled on dev, the merge goes through: a three-way merge with both parents.
     both(&["load", "G", &on_main, "--branch", "dev"]);

@@ -658,7 +658,21 @@ fn dead_letters_and_cleanup_from_the_command_line() {
         &graph,
         &good.to_string_lossy(),
         "--fail-on-reject",
+        "--producer",
+        "p1",
     ]);
+    // In JSON, the status is one document: the shards, then the producers' marks.
+    let status: serde_json::Value =
+        serde_json::from_str(&ok(&["ingest", "status", &graph, "--format", "json"])).unwrap();
+    assert!(!status["shards"].as_array().unwrap().is_empty(), "{status}");
+    assert_eq!(status["producers"][0]["producer"], "p1", "{status}");
+    // Acknowledgements and a summary are no table: CSV is refused before anything is sent.
+    let csv = run(&["ingest", &graph, &good.to_string_lossy(), "--format", "csv"]);
+    assert_eq!(csv.status.code(), Some(64), "{csv:?}");
+    assert!(
+        String::from_utf8_lossy(&csv.stderr).contains("csv"),
+        "{csv:?}"
+    );
 
     let rejects = ok(&["rejects", &graph, "--format", "ndjson"]);
     let rows: Vec<serde_json::Value> = rejects
@@ -759,9 +773,16 @@ fn a_byte_order_mark_a_missing_node_and_a_misspelt_name_are_handled_as_a_user_ex
     .unwrap();
     let refused = run(&["load", &graph, &line.to_string_lossy()]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
+    // Names are in backticks wherever they come from: the line, the schema, a flag.
     assert!(
-        stderr.contains(r#"did you mean "Person"?"#) && stderr.contains("did you mean `name`?"),
+        stderr.contains("did you mean `Person`?") && stderr.contains("did you mean `name`?"),
         "{stderr}"
+    );
+    let column = run(&["read", &graph, "Person", "--select", "nme"]);
+    assert_eq!(column.status.code(), Some(65), "{column:?}");
+    assert!(
+        String::from_utf8_lossy(&column.stderr).contains("did you mean `name`?"),
+        "{column:?}"
     );
 }
 

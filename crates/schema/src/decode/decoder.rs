@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::convert::{convert_field, Cell};
-use super::json::{quote, Json};
+use super::json::{quote_name, Json};
 use super::table::{KeyValue, StagedRow, TableBuilder};
 use super::{Decoded, LineError, TypeDeletes};
 use crate::schema::{Catalog, TypeDef, TypeKind};
@@ -98,12 +98,15 @@ impl<'a> Envelope<'a> {
                 _ => {
                     return Err(Reject::line(format!(
                         "unknown key {} (expected {ENVELOPE_KEYS})",
-                        quote(&key)
+                        quote_name(&key)
                     )))
                 }
             };
             if slot.is_some() {
-                return Err(Reject::line(format!("key {} appears twice", quote(&key))));
+                return Err(Reject::line(format!(
+                    "key {} appears twice",
+                    quote_name(&key)
+                )));
             }
             *slot = Some(value);
         }
@@ -469,23 +472,23 @@ impl<'c> Decoder<'c> {
             .map(|ty| ty.name.as_str())
             .collect();
         let meant = crate::nearest_name(name, names.iter().copied())
-            .map(|meant| format!("did you mean {}? ", quote(meant)))
+            .map(|meant| format!("did you mean {}? ", quote_name(meant)))
             .unwrap_or_default();
         if names.is_empty() {
             format!(
                 "unknown type {} (the schema declares no types)",
-                quote(name)
+                quote_name(name)
             )
         } else if names.len() <= MAX_LISTED_TYPES {
             format!(
                 "unknown type {} ({meant}known types: {})",
-                quote(name),
+                quote_name(name),
                 names.join(", ")
             )
         } else {
             format!(
                 "unknown type {}{}",
-                quote(name),
+                quote_name(name),
                 meant
                     .strip_suffix(' ')
                     .map(|m| format!(" ({m})"))

@@ -46,6 +46,16 @@ impl Json<'_> {
 }
 
 /// Quote a user value for a message, cutting long ones so a reject stays one readable line.
+/// A name from the input (a type, a key) as every message names things: in backticks,
+/// control characters escaped, cut at 60 characters.
+pub(crate) fn quote_name(text: &str) -> String {
+    const MAX_CHARS: usize = 60;
+    match text.char_indices().nth(MAX_CHARS) {
+        Some((cut, _)) => format!("`{}`…", text[..cut].escape_debug()),
+        None => format!("`{}`", text.escape_debug()),
+    }
+}
+
 pub(crate) fn quote(text: &str) -> String {
     const MAX_CHARS: usize = 60;
     match text.char_indices().nth(MAX_CHARS) {

@@ -299,13 +299,13 @@ rejection_tests! {
         r#"a line has "type" (a node) or "edge" (an edge), not both"#;
     type_not_a_string: r#"{"type":5}"# => None, r#""type" must be a type name string, found number 5"#;
     unknown_type: r#"{"type":"Persn","data":{"name":"x"}}"# => None,
-        r#"unknown type "Persn" (did you mean "Person"? known types: Person, Company, Account, WorksAt, Knows, Rated)"#;
+        r#"unknown type `Persn` (did you mean `Person`? known types: Person, Company, Account, WorksAt, Knows, Rated)"#;
     node_type_used_as_edge: r#"{"edge":"Person","from":"a","to":"b"}"# => None,
         r#"Person is a node type: write {"type": "Person", ...}, not "edge""#;
     edge_type_used_as_node: r#"{"type":"Knows","data":{}}"# => None,
         r#"Knows is an edge type: write {"edge": "Knows", "from": ..., "to": ...}, not "type""#;
     unknown_envelope_key: r#"{"type":"Person","dat":{"name":"x"}}"# => None,
-        r#"unknown key "dat" (expected type, edge, from, to, from_type, to_type, data, patch, delete, key)"#;
+        r#"unknown key `dat` (expected type, edge, from, to, from_type, to_type, data, patch, delete, key)"#;
     edge_key_on_a_node: r#"{"type":"Person","from":"x","data":{"name":"x"}}"# => None,
         r#""from" only applies to edges, but Person is a node type"#;
     data_not_an_object: r#"{"type":"Person","data":["x"]}"# => None,

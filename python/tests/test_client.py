@@ -1,6 +1,7 @@
 """The client against a real `tributary serve` (the binary `TRIBUTARY_BIN` names, built by
 `cargo xtask test`)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -91,6 +92,15 @@ def person(name, age=None, bio=None):
 
 def ids(table: pa.Table):
     return sorted(table.column("id").to_pylist())
+
+
+def test_every_error_kind_the_server_names_has_its_exception_class():
+    # The server's description lists the kinds from its own error enum.
+    document = json.loads(subprocess.check_output([binary(), "openapi"]))
+    kinds = document["components"]["schemas"]["Error"]["properties"]["kind"]["enum"]
+    assert set(kinds) == set(tributary.errors.KINDS)
+    for kind, cls in tributary.errors.KINDS.items():
+        assert issubclass(cls, tributary.TributaryError) and cls.kind == kind
 
 
 def test_ingest_acknowledges_as_it_goes_and_reads_back_fresh_then_folded(graph):
@@ -229,8 +239,9 @@ def test_branches_take_reads_streams_and_merge(graph):
     assert ids(graph.read("Person")) == ["ada", "bob"]
     graph.load([person("ada", 37)], branch="dev")
     graph.load([person("ada", 38)])
-    with pytest.raises(tributary.Conflict):
+    with pytest.raises(tributary.Conflict) as refused:
         graph.merge("dev")
+    assert [(c["type_name"], c["key"]) for c in refused.value.conflicts] == [("Person", "ada")]
     graph.delete_branch("dev")
     with pytest.raises(tributary.NotFound):
         graph.read("Person", branch="dev")

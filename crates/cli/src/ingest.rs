@@ -175,11 +175,10 @@ async fn stream(
         }
         if let Some(bar) = &progress {
             bar.inc(bytes);
-            let rate = totals.acked as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            bar.set_message(format!(
-                "{} rows acked ({rate:.0}/s), {} rejected",
-                totals.acked, totals.rejected
-            ));
+            bar.set_message(match totals.rejected {
+                0 => format!("{} acked", totals.acked),
+                rejected => format!("{} acked, {rejected} rejected", totals.acked),
+            });
         }
     }
     if let Some(bar) = &progress {
@@ -204,7 +203,9 @@ async fn stream(
 }
 
 /// A progress bar on stderr for reading `file`: bytes read of its size, rate and time
-/// left (for standard input, or any input of unknown size, bytes read and rate).
+/// left (for standard input, or any input of unknown size, bytes read and rate). The
+/// message takes what is left of the terminal's width and is cut there, so the line never
+/// wraps (a wrapped line is redrawn as a new one).
 pub(crate) fn progress_bar(file: &str) -> indicatif::ProgressBar {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     let size = (file != "-")
@@ -215,11 +216,11 @@ pub(crate) fn progress_bar(file: &str) -> indicatif::ProgressBar {
     let (bar, template) = match size {
         Some(size) => (
             ProgressBar::with_draw_target(Some(size), ProgressDrawTarget::stderr()),
-            "{bar:30} {bytes}/{total_bytes} {bytes_per_sec}, {eta} left · {msg}",
+            "{bar:12} {bytes}/{total_bytes} {bytes_per_sec}, {eta} left · {wide_msg}",
         ),
         None => (
             ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr()),
-            "{spinner} {bytes} read, {bytes_per_sec} · {msg}",
+            "{spinner} {bytes} read, {bytes_per_sec} · {wide_msg}",
         ),
     };
     if let Ok(style) = ProgressStyle::with_template(template) {

@@ -22,18 +22,29 @@ pub struct LineRecord {
     pub error: String,
 }
 
+/// An error's `kind` in the API's description: the names of every [`ErrorKind`].
+fn kind_schema() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(ErrorKind::ALL.iter().map(|kind| kind.name())))
+        .description(Some(
+            "What went wrong, for a program to act on: `conflict`, `fenced` and \
+             `unavailable` are worth a retry.",
+        ))
+        .build()
+}
+
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = Error)]
 pub struct ErrorBody {
-    /// `invalid_input`, `not_found`, `no_row`, `conflict`, `fenced`, `unavailable`, `internal`,
-    /// `unauthorized`, `forbidden`, `too_large`.
+    #[schema(schema_with = kind_schema)]
     pub kind: String,
     pub error: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lines: Vec<LineRecord>,
-    /// A refused merge's keys changed differently on both sides (the first
-    /// [`CONFLICTS_LISTED`]; the message gives the count).
+    /// A refused merge's keys changed differently on both sides (the first 1,000,
+    /// `CONFLICTS_LISTED`; the message gives the count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conflicts: Vec<tributary::ConflictKey>,
 }

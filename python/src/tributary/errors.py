@@ -10,7 +10,8 @@ class TributaryError(Exception):
 
     ``kind`` is the server's machine-readable kind, ``status`` the HTTP status (``None``
     for an error a stream's summary reported), ``lines`` the rejected lines of a refused
-    load as ``{"line": n, "error": "..."}``.
+    load as ``{"line": n, "error": "..."}``, ``conflicts`` the keys of a refused merge as
+    ``{"type_name", "key", "source_change", "target_change"}``.
     """
 
     kind = "internal"
@@ -21,11 +22,13 @@ class TributaryError(Exception):
         *,
         status: Optional[int] = None,
         lines: Optional[List[Dict[str, Any]]] = None,
+        conflicts: Optional[List[Dict[str, Any]]] = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.lines = lines or []
+        self.conflicts = conflicts or []
         #: For an error raised by :meth:`Graph.ingest`: what was settled before it (its
         #: ``through_line`` is where to resume).
         self.result = None
@@ -99,4 +102,5 @@ def from_body(body: Dict[str, Any], status: Optional[int]) -> TributaryError:
         str(body.get("error", "")),
         status=status,
         lines=body.get("lines") or [],
+        conflicts=body.get("conflicts") or [],
     )

@@ -94,6 +94,15 @@ def ids(table: pa.Table):
     return sorted(table.column("id").to_pylist())
 
 
+def test_the_server_describes_its_api_in_valid_openapi(server):
+    from openapi_spec_validator import validate
+
+    served = httpx.get(server.url + "/openapi.json").json()
+    validate(served)
+    assert served == json.loads(subprocess.check_output([binary(), "openapi"]))
+    assert set(served["paths"]) >= {"/graphs/{id}/ingest", "/graphs/{id}/types/{type}"}
+
+
 def test_every_error_kind_the_server_names_has_its_exception_class():
     # The server's description lists the kinds from its own error enum.
     document = json.loads(subprocess.check_output([binary(), "openapi"]))

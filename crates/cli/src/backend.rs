@@ -1,7 +1,7 @@
 //! Where a command runs: on a graph opened here, or on a server (`--server URL`). Both
 //! are reached through the engine's `GraphOps`, so a command is written once.
 
-use tributary::{Graph, GraphBuilder, GraphOps, StoreOptions};
+use tributary::{Graph, GraphBuilder, GraphOps, SessionCaches, StoreOptions};
 
 use crate::remote::Remote;
 use crate::Failure;
@@ -35,15 +35,33 @@ pub struct ServerArgs {
     #[arg(long = "store-option", global = true, value_name = "KEY=VALUE",
           value_parser = StoreOptions::parse_setting)]
     pub store_options: Vec<(String, String)>,
+    /// MiB of Lance metadata (manifests, fragment and index metadata) each open graph may
+    /// cache; the least recently used goes first.
+    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_METADATA_CACHE_MIB",
+          default_value_t = SessionCaches::default().metadata_bytes >> 20)]
+    pub metadata_cache_mib: usize,
+    /// MiB of index pages (key lookups, text and vector search) each open graph may cache.
+    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_INDEX_CACHE_MIB",
+          default_value_t = SessionCaches::default().index_bytes >> 20)]
+    pub index_cache_mib: usize,
 }
 
 impl ServerArgs {
     /// How to open `graph` here, with the store options given.
     pub fn local(&self, graph: &str) -> GraphBuilder {
-        Graph::builder(graph).store_options(StoreOptions {
+        Graph::builder(graph).store_options(self.store())
+    }
+
+    /// The store options given: settings and cache bounds.
+    pub fn store(&self) -> StoreOptions {
+        StoreOptions {
             settings: self.store_options.iter().cloned().collect(),
+            caches: SessionCaches {
+                metadata_bytes: self.metadata_cache_mib.saturating_mul(1 << 20),
+                index_bytes: self.index_cache_mib.saturating_mul(1 << 20),
+            },
             ..Default::default()
-        })
+        }
     }
 
     /// The client of the server named by `--server`, for `graph`; `None` without one.

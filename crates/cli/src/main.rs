@@ -314,7 +314,7 @@ enum IngestAction {
     /// last fold commit. Then, if streams were sent as producers, a second table: each
     /// producer's acknowledged mark (the highest sequence acknowledged) and folded mark
     /// (the highest whose lines the graph holds); in JSON, one object: {"shards": [...],
-    /// "producers": [...]}.
+    /// "producers": [...]}. CSV holds one table: the shards.
     Status {
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
@@ -881,6 +881,10 @@ fn read_input(file: &str) -> Result<String, Failure> {
 /// as man(1) expects: `tributary.1`, `tributary-ingest.1`, `tributary-ingest-status.1`.
 fn write_man_pages(command: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    // Built, the global options (--format, --server, ...) are every command's own; without
+    // the help subcommand, no page names a `…-help` page that is not written.
+    let mut command = command.disable_help_subcommand(true);
+    command.build();
     let name = command.get_name().to_owned();
     let mut pending = vec![(name.clone(), name, command)];
     while let Some((file, invoked_as, command)) = pending.pop() {
@@ -891,7 +895,8 @@ fn write_man_pages(command: clap::Command, dir: &std::path::Path) -> std::io::Re
                 let page = sub
                     .clone()
                     .name(sub_file.clone())
-                    .bin_name(sub_invoked_as.clone());
+                    .bin_name(sub_invoked_as.clone())
+                    .version(env!("CARGO_PKG_VERSION"));
                 pending.push((sub_file, sub_invoked_as, page));
             }
         }

@@ -152,7 +152,7 @@ fn json_rows(
 
 /// `ingest status`: the shards' table, then (when streams were sent as producers) the
 /// producers' marks. In `json`, one document holding both lists (`shards`, `producers`);
-/// in the other formats, one after the other.
+/// in `csv`, which holds one table, the shards only; otherwise one after the other.
 pub fn write_status(
     out: &mut dyn Write,
     format: Format,
@@ -168,7 +168,7 @@ pub fn write_status(
         return writeln!(out, "{document}").map_err(|e| e.to_string());
     }
     write_batch(out, format, &shards)?;
-    if producers.num_rows() > 0 {
+    if producers.num_rows() > 0 && format != Format::Csv {
         write_batch(out, format, &producers)?;
     }
     Ok(())

@@ -119,10 +119,7 @@ pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<
     }
     let config = ServerConfig {
         root: args.root.trim_end_matches('/').to_owned(),
-        store: tributary::StoreOptions {
-            settings: store.store_options.iter().cloned().collect(),
-            ..Default::default()
-        },
+        store: store.store(),
         graph_settings: tributary::GraphSettings {
             owned_shards: args.shards.map(|s| s.into_iter().collect()),
             ..Default::default()

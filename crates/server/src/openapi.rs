@@ -23,7 +23,12 @@ use crate::{branches, ingest, routes as handlers, AppState};
             Every error answers with an `Error` body: a machine-readable `kind`, a message, and \
             for a refused load the bad lines."
     ),
-    components(schemas(crate::IngestSummary, crate::ErrorBody))
+    components(schemas(
+        crate::ErrorBody,
+        crate::ingest::IngestRecord,
+        handlers::LoadModeName,
+        handlers::DirectionName
+    ))
 )]
 struct Described;
 
@@ -87,7 +92,7 @@ fn add_error_answers(document: &mut OpenApi) {
         ("401", "No token, or an unknown one."),
         ("403", "The token lacks the scope, or the graph."),
         ("404", "No such graph, type or branch (`not_found`), or no such row (`no_row`)."),
-        ("409", "A conflict: a concurrent write, an insert of an existing key, a merge's keys changed on both sides."),
+        ("409", "A conflict: a concurrent write won (retry), or a merge's keys changed differently on both sides."),
         ("413", "The body, or a line, is over the server's bound."),
         ("503", "Busy, or the store is unreachable: retry after `Retry-After` seconds."),
     ];

@@ -315,7 +315,7 @@ pub struct SearchParams {
     nearest: Option<String>,
     /// How many rows, best first.
     #[serde(default = "default_k")]
-    #[param(default = 10)]
+    #[param(default = 10, minimum = 1, maximum = 10_000)]
     k: usize,
     #[serde(flatten)]
     #[param(ignore)]

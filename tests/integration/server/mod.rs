@@ -187,6 +187,16 @@ async fn every_documented_operation_is_answered_by_its_handler() {
         "{:?}",
         schemas.keys()
     );
+    assert!(text.contains("\"#/components/schemas/IngestRecord\""));
+    // Every reference leads somewhere.
+    let reference = "\"$ref\":\"#/components/schemas/";
+    for (at, _) in text.match_indices(reference) {
+        let name = text[at + reference.len()..].split('"').next().unwrap();
+        assert!(
+            schemas.contains_key(name),
+            "a reference to `{name}`, which is not described"
+        );
+    }
     let load = &document.paths.paths["/graphs/{id}/load"];
     let parameters: Vec<&str> = load
         .post

@@ -144,6 +144,12 @@ fn completions_a_man_page_json_logs_and_a_watched_status_come_from_the_cli() {
         );
     }
     assert!(!pages.path().join("tributary-help.1").exists());
+    let read_page = std::fs::read_to_string(pages.path().join("tributary-read.1")).unwrap();
+    assert!(
+        read_page.contains("format"),
+        "global options belong on every page: {read_page}"
+    );
+    assert!(!read_page.contains("help(1)"), "{read_page}");
     // The API's description, from the server's own registrations.
     let openapi: serde_json::Value = serde_json::from_str(&ok(&["openapi"])).unwrap();
     assert!(

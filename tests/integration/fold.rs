@@ -649,3 +649,39 @@ async fn a_unique_value_is_freed_only_by_a_change_that_is_written() {
         "every email held once"
     );
 }
+
+/// Every fold commit adds its new versions' metadata to Lance's session cache; a graph's
+/// store bounds that cache, so a long fold (or a long-running server) holds at most the
+/// bound, not every version it ever read.
+#[tokio::test]
+async fn many_fold_commits_keep_lance_s_caches_within_the_store_s_bounds() {
+    let (_dir, uri, graph) = temp_graph().await;
+    drop(graph);
+    let bound = 256 << 10;
+    let graph = Graph::builder(&uri)
+        .store_options(tributary::StoreOptions {
+            caches: tributary::SessionCaches {
+                metadata_bytes: bound,
+                index_bytes: bound,
+            },
+            ..Default::default()
+        })
+        .open()
+        .await
+        .unwrap();
+    let mut most = 0;
+    for round in 0..30 {
+        let lines: Vec<String> = (0..50)
+            .map(|i| person(&format!("p{round}-{i}"), i))
+            .collect();
+        send(&graph, &lines).await;
+        graph.fold("main").await.unwrap();
+        assert_eq!(ids(&graph, "Person").await.len(), (round + 1) * 50);
+        most = most.max(graph.store().cache_bytes());
+    }
+    assert!(
+        most <= 2 * bound as u64,
+        "Lance's caches held {most} bytes, over the bounds of {} bytes",
+        2 * bound
+    );
+}

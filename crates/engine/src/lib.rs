@@ -72,7 +72,7 @@ pub use schema_change::SchemaOutcome;
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 pub use tributary_storage::ErrorKind;
-pub use tributary_storage::StoreOptions;
+pub use tributary_storage::{SessionCaches, StoreOptions};
 pub use writes::Writes;
 
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};

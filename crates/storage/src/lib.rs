@@ -61,6 +61,29 @@ pub struct StoreOptions {
     pub counter: Option<OpCounter>,
     /// Add latency and inject failures under every operation.
     pub faults: Option<Faults>,
+    /// How much Lance may cache for this graph.
+    pub caches: SessionCaches,
+}
+
+/// The bounds of a graph's Lance caches (least recently used entries go first). Lance's
+/// own defaults are 1 GiB of metadata and 6 GiB of index pages per session: every fold
+/// commit adds its new versions' metadata, so a long fold or a long-running server grew
+/// towards those bounds whatever its work needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionCaches {
+    /// Manifests, fragment and index metadata of the versions read.
+    pub metadata_bytes: usize,
+    /// Index pages (key lookups, full-text and vector search).
+    pub index_bytes: usize,
+}
+
+impl Default for SessionCaches {
+    fn default() -> Self {
+        SessionCaches {
+            metadata_bytes: 64 << 20,
+            index_bytes: 512 << 20,
+        }
+    }
 }
 
 impl StoreOptions {
@@ -159,7 +182,11 @@ impl GraphStore {
         Ok(Self {
             root,
             params,
-            session: Arc::new(Session::default()),
+            session: Arc::new(Session::new(
+                options.caches.index_bytes,
+                options.caches.metadata_bytes,
+                Arc::default(),
+            )),
             raw,
             conditional_put: Arc::default(),
             counter: options.counter,

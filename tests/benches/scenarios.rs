@@ -447,6 +447,7 @@ fn main() {
                 (small, 2 * large - small),
                 (4 * large, 0),
                 (small, 4 * large - small),
+                (8 * large, 0),
             ];
             let only: Option<usize> = std::env::var("FOLD_MEMORY_CASE")
                 .ok()

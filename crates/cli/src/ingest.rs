@@ -182,7 +182,7 @@ async fn stream(
         }
     }
     if let Some(bar) = &progress {
-        bar.finish();
+        bar.finish_and_clear();
     }
     let seconds = started.elapsed().as_secs_f64();
     // Publish what was acknowledged (unless asked not to, or stopped by a signal). A

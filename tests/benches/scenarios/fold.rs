@@ -81,8 +81,20 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     Graph::init(&uri, SCHEMA).await.expect("init");
     let mut settings = GraphSettings::default();
     settings.fold.max_rows = max_rows;
+    // The CLI's variable for the metadata cache's bound, to measure others than the default.
+    let mut caches = tributary::SessionCaches::default();
+    if let Some(mib) = std::env::var("TRIBUTARY_METADATA_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        caches.metadata_bytes = mib << 20;
+    }
     let graph = Graph::builder(&uri)
         .settings(settings)
+        .store_options(tributary::StoreOptions {
+            caches,
+            ..Default::default()
+        })
         .open()
         .await
         .expect("open");
@@ -103,6 +115,7 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     assert_eq!(outcome.rows["Person"] as usize, backlog);
     report(json!({
         "scenario": "fold_memory",
+        "metadata_cache_mib": caches.metadata_bytes >> 20,
         "max_rows_per_fold": max_rows,
         "backlog_rows": backlog,
         "base_rows": base,

@@ -2,6 +2,7 @@
 
 mod backend;
 mod branch;
+mod documents;
 mod failure;
 mod ingest;
 mod output;
@@ -414,55 +415,15 @@ fn main() -> ExitCode {
     // unless the engine is built with its `failpoints` feature.
     let _failpoints = fail::FailScenario::setup();
     log_to_stderr(cli.log_format);
-    match &cli.command {
-        Command::Completions { shell } => {
-            let mut command = <Cli as clap::CommandFactory>::command();
-            let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut command, "tributary", &mut script);
-            let mut out = output::Stdout::lock();
-            return match out.write_all(&script).and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: cannot write the completion script: {e}");
-                    ExitCode::from(74)
-                }
-            };
-        }
-        Command::Man { dir } => {
-            let command = <Cli as clap::CommandFactory>::command();
-            let written = match dir {
-                None => clap_mangen::Man::new(command).render(&mut output::Stdout::lock()),
-                Some(dir) => write_man_pages(command, dir),
-            };
-            return match written {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: cannot write the manual pages: {e}");
-                    ExitCode::from(74)
-                }
-            };
-        }
-        Command::Openapi => {
-            let document = match tributary_server::openapi::document().to_pretty_json() {
-                Ok(document) => document,
-                Err(e) => {
-                    eprintln!("error: cannot write the OpenAPI document: {e}");
-                    return ExitCode::from(70);
-                }
-            };
-            let mut out = output::Stdout::lock();
-            return match writeln!(out, "{document}").and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(_) if output::Stdout::reader_gone() => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("error: cannot write the OpenAPI document: {e}");
-                    ExitCode::from(74)
-                }
-            };
-        }
-        _ => {}
+    let command = <Cli as clap::CommandFactory>::command();
+    let about_itself = match &cli.command {
+        Command::Completions { shell } => Some(documents::Document::Completions(*shell)),
+        Command::Man { dir } => Some(documents::Document::Man(dir.as_deref())),
+        Command::Openapi => Some(documents::Document::Openapi),
+        _ => None,
+    };
+    if let Some(document) = about_itself {
+        return documents::print(command, document);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -875,33 +836,4 @@ fn read_input(file: &str) -> Result<String, Failure> {
     } else {
         std::fs::read_to_string(file).map_err(|e| Failure::reading(file, e))
     }
-}
-
-/// A manual page for `command` and one for each of its subcommands, nested ones too, named
-/// as man(1) expects: `tributary.1`, `tributary-ingest.1`, `tributary-ingest-status.1`.
-fn write_man_pages(command: clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    // Built, the global options (--format, --server, ...) are every command's own; without
-    // the help subcommand, no page names a `…-help` page that is not written.
-    let mut command = command.disable_help_subcommand(true);
-    command.build();
-    let name = command.get_name().to_owned();
-    let mut pending = vec![(name.clone(), name, command)];
-    while let Some((file, invoked_as, command)) = pending.pop() {
-        for sub in command.get_subcommands() {
-            if sub.get_name() != "help" {
-                let sub_file = format!("{file}-{}", sub.get_name());
-                let sub_invoked_as = format!("{invoked_as} {}", sub.get_name());
-                let page = sub
-                    .clone()
-                    .name(sub_file.clone())
-                    .bin_name(sub_invoked_as.clone())
-                    .version(env!("CARGO_PKG_VERSION"));
-                pending.push((sub_file, sub_invoked_as, page));
-            }
-        }
-        let mut page = std::fs::File::create(dir.join(format!("{file}.1")))?;
-        clap_mangen::Man::new(command).render(&mut page)?;
-    }
-    Ok(())
 }

@@ -80,7 +80,7 @@ pub struct SessionCaches {
 impl Default for SessionCaches {
     fn default() -> Self {
         SessionCaches {
-            metadata_bytes: 64 << 20,
+            metadata_bytes: 256 << 20,
             index_bytes: 512 << 20,
         }
     }

@@ -434,8 +434,8 @@ fn main() {
         if runs("fold_memory") {
             // The cap's worth into an empty table, four times it, and the cap's worth into
             // a table the size the 4x backlog ends at.
-            // Then eight and sixteen times it, each beside its last commit alone:
-            // resident memory that followed the backlog would show.
+            // Then eight, sixteen and thirty-two times it, each beside its last commit
+            // alone: resident memory that followed the backlog would show.
             // `FOLD_MEMORY_CASE=N` runs the Nth alone, in a process of its own (what the
             // allocator kept from earlier scenarios then cannot hide a fold's growth).
             let (max_rows, [small, large]) = settings.fold_memory;
@@ -448,6 +448,7 @@ fn main() {
                 (4 * large, 0),
                 (small, 4 * large - small),
                 (8 * large, 0),
+                (small, 8 * large - small),
             ];
             let only: Option<usize> = std::env::var("FOLD_MEMORY_CASE")
                 .ok()

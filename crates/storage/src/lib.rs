@@ -198,6 +198,14 @@ impl GraphStore {
         self.session.size_bytes()
     }
 
+    /// Bytes held by each of the session's caches, as Lance counts them against their
+    /// bounds: `(metadata, index)`.
+    pub async fn cache_usage(&self) -> (usize, usize) {
+        let metadata = self.session.metadata_cache_stats().await.size_bytes;
+        let index = self.session.index_cache_stats().await.size_bytes;
+        (metadata, index)
+    }
+
     /// The graph's location as users name it: a local path or an `s3://` URL.
     pub fn location(&self) -> String {
         match &self.root {

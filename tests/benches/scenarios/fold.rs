@@ -81,13 +81,14 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     Graph::init(&uri, SCHEMA).await.expect("init");
     let mut settings = GraphSettings::default();
     settings.fold.max_rows = max_rows;
-    // The CLI's variable for the metadata cache's bound, to measure others than the default.
+    // The CLI's variables for the caches' bounds, to measure others than the defaults.
     let mut caches = tributary::SessionCaches::default();
-    if let Some(mib) = std::env::var("TRIBUTARY_METADATA_CACHE_MIB")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-    {
+    let mib_of = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
+    if let Some(mib) = mib_of("TRIBUTARY_METADATA_CACHE_MIB") {
         caches.metadata_bytes = mib << 20;
+    }
+    if let Some(mib) = mib_of("TRIBUTARY_INDEX_CACHE_MIB") {
+        caches.index_bytes = mib << 20;
     }
     let graph = Graph::builder(&uri)
         .settings(settings)
@@ -107,15 +108,17 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     reset_peak_rss();
     let before = rss_mib();
     let heap_before = crate::heap::reset_peak();
-    let cache_before = graph.store().cache_bytes();
+    let (metadata_before, index_before) = graph.store().cache_usage().await;
     let outcome = graph.fold("main").await.expect("fold");
     let peak = peak_rss_mib();
     let heap_peak = crate::heap::peak();
-    let cache_added = graph.store().cache_bytes().saturating_sub(cache_before);
+    let (metadata_after, index_after) = graph.store().cache_usage().await;
+    let added_mib = |after: usize, before: usize| after.saturating_sub(before) as f64 / f64::from(1 << 20);
     assert_eq!(outcome.rows["Person"] as usize, backlog);
     report(json!({
         "scenario": "fold_memory",
         "metadata_cache_mib": caches.metadata_bytes >> 20,
+        "index_cache_mib": caches.index_bytes >> 20,
         "max_rows_per_fold": max_rows,
         "backlog_rows": backlog,
         "base_rows": base,
@@ -124,8 +127,9 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
         // The fold's own allocations at their peak (resident memory adds what the
         // allocator keeps of freed memory).
         "fold_peak_heap_added_mib": heap_peak - heap_before,
-        // What Lance's session caches (index and metadata) took on during the fold.
-        "lance_cache_added_mib": cache_added as f64 / (1024.0 * 1024.0),
+        // What each of Lance's session caches took on during the fold.
+        "metadata_cache_added_mib": added_mib(metadata_after, metadata_before),
+        "index_cache_added_mib": added_mib(index_after, index_before),
     }));
 }
 

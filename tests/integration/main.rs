@@ -9,6 +9,7 @@ mod branches;
 mod cleanup;
 mod columns;
 mod deletes;
+mod embed;
 mod fold;
 mod fold_model;
 mod fresh;

@@ -3,6 +3,7 @@
 // test fixtures: a panic here is a failed test, which is what it should be.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod embeddings_server;
 pub mod history;
 pub mod s3_server;
 

@@ -3,6 +3,7 @@
 mod backend;
 mod branch;
 mod documents;
+mod embedder;
 mod failure;
 mod ingest;
 mod output;
@@ -151,8 +152,9 @@ enum Command {
         view: ViewArgs,
     },
     /// Search a type: full text over its @index(fts) fields, or nearest neighbours of a
-    /// vector in its indexed Vector field. Rows come best first with `_score` (text, BM25)
-    /// or `_distance` (vector: the squared Euclidean distance, Lance's `l2`, lowest first).
+    /// vector (or of a text's embedding) in its indexed Vector field. Rows come best first
+    /// with `_score` (text, BM25) or `_distance` (vector: the squared Euclidean distance,
+    /// Lance's `l2`, lowest first).
     #[command(group = clap::ArgGroup::new("query").required(true))]
     Search {
         graph: String,
@@ -163,12 +165,22 @@ enum Command {
         /// A query vector as a JSON array, e.g. "[0.1, 0.2, 0.3]".
         #[arg(long, group = "query")]
         nearest: Option<String>,
+        /// A text, embedded by the graph's embedder (see `tributary embedder`) and searched
+        /// over the type's indexed `@embed` field. Ingested rows have their vector once
+        /// folded: a fresh search does not see the rows not folded yet.
+        #[arg(long, group = "query")]
+        similar: Option<String>,
         /// How many rows to return.
         #[arg(short, long, default_value_t = 10)]
         k: usize,
         #[command(flatten)]
         view: ViewArgs,
     },
+    /// Show or set the graph's embedding provider: what fills `@embed` fields when rows
+    /// are folded (and loaded), and embeds `search --similar` texts. The built-in one,
+    /// used when none is set, needs no model or network: its vectors are lexical (texts
+    /// that share words are near), not semantic.
+    Embedder(embedder::EmbedderArgs),
     /// Show the commits of a branch, newest first.
     Log {
         graph: String,
@@ -600,13 +612,19 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             r#type,
             text,
             nearest,
+            similar,
             k,
             view,
         } => {
-            let query = match (text, nearest) {
-                (Some(text), _) => SearchQuery::Text(text),
-                (None, Some(vector)) => SearchQuery::Nearest(parse_vector(&vector)?),
-                (None, None) => return Err(Failure::usage("search needs --text or --nearest")),
+            let query = match (text, nearest, similar) {
+                (Some(text), _, _) => SearchQuery::Text(text),
+                (None, Some(vector), _) => SearchQuery::Nearest(parse_vector(&vector)?),
+                (None, None, Some(text)) => SearchQuery::Similar(text),
+                (None, None, None) => {
+                    return Err(Failure::usage(
+                        "search needs --text, --nearest or --similar",
+                    ))
+                }
             };
             let opened = backend::open(&graph, &server).await?;
             let batch = opened.search(&r#type, &query, k, &view.view()?).await?;
@@ -726,6 +744,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         // Answered before the runtime starts.
         Command::Completions { .. } | Command::Man { .. } | Command::Openapi => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
+        Command::Embedder(args) => embedder::run(args, &server, format, &mut out).await,
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;

@@ -111,6 +111,16 @@ pub enum Error {
         dimension: usize,
     },
 
+    /// The graph's embedding provider could not embed (a search's text, or a load's rows).
+    #[snafu(display("{source}"))]
+    Embed { source: tributary_embed::EmbedError },
+
+    #[snafu(display("the embedder settings at `{path}` cannot be read: {problem}; set them again with `tributary embedder`"))]
+    EmbedderSettings { path: String, problem: String },
+
+    #[snafu(display("{type_name} has no indexed vector field filled by `@embed`, so text cannot be searched by similarity; declare one, e.g. `embedding: Vector(8)? @embed(bio) @index`"))]
+    NotEmbedded { type_name: String },
+
     #[snafu(display("a retention of {older_than:?} is too long"))]
     RetentionTooLong { older_than: std::time::Duration },
 
@@ -328,6 +338,8 @@ impl Error {
             | Error::SeveralVectorIndexes { .. }
             | Error::WrongDimension { .. }
             | Error::RetentionTooLong { .. }
+            | Error::EmbedderSettings { .. }
+            | Error::NotEmbedded { .. }
             | Error::MainNotDeletable
             | Error::MergeBreaksConstraints { .. }
             | Error::MergeIntoItself { .. }
@@ -345,6 +357,8 @@ impl Error {
             | Error::SchemaChanging { .. }
             | Error::BranchBusy { .. } => ErrorKind::Unavailable,
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
+            Error::Embed { source } if source.is_transient() => ErrorKind::Unavailable,
+            Error::Embed { .. } => ErrorKind::InvalidInput,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
             Error::NoSuchNode { .. } => ErrorKind::NoRow,

@@ -202,11 +202,21 @@ impl Graph {
             policy,
             ..self.settings.fold.clone()
         };
+        let embedder = self.embedder_for_writes();
         let mut attempt = 0;
         loop {
             attempt += 1;
             let target = self.target_in(turn);
-            match fold_pending(target, &turn.catalog, branch, &settings, producers).await {
+            match fold_pending(
+                target,
+                &turn.catalog,
+                branch,
+                &settings,
+                producers,
+                &embedder,
+            )
+            .await
+            {
                 Err(error) if error.is_lost_fold_race() && attempt < FOLD_ATTEMPTS => {
                     tracing::info!(%error, "another folder folded first; planning again");
                 }

@@ -41,6 +41,7 @@
 
 mod branches;
 mod cleanup;
+mod embedding;
 mod error;
 mod fold;
 mod graph;
@@ -60,6 +61,7 @@ pub mod wire;
 mod writes;
 
 pub use cleanup::CleanupReport;
+pub use embedding::EMBEDDER_PATH;
 pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
 pub use ingest::{IngestAck, IngestOptions, Ingestor, StreamLine};
@@ -71,6 +73,9 @@ pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SE
 pub use schema_change::SchemaOutcome;
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
+pub use tributary_embed::{
+    EmbedError, Embedder, EmbedderConfig, HttpSettings, Lexical, DEFAULT_KEY_VARIABLE,
+};
 pub use tributary_storage::ErrorKind;
 pub use tributary_storage::{SessionCaches, StoreOptions};
 pub use writes::Writes;

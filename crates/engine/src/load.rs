@@ -200,6 +200,10 @@ impl Graph {
             return InvalidDataSnafu { errors }.fail();
         }
 
+        // Fill `@embed` fields before anything is staged: a provider that fails fails the
+        // load whole, never a row without its vector.
+        let batches = self.fill_embeddings(&tables, batches).await?;
+
         // Stage every table; nothing is committed yet.
         let mut staged = Vec::with_capacity(batches.len());
         let mut rows = BTreeMap::new();
@@ -267,6 +271,36 @@ impl Graph {
             deleted,
             replayed: false,
         })
+    }
+
+    /// The request's rows with their empty `@embed` fields filled (see
+    /// [`tributary_write::fill_embeddings`]).
+    async fn fill_embeddings(
+        &self,
+        tables: &SnapshotTables<'_>,
+        batches: Vec<TypeBatch>,
+    ) -> Result<Vec<TypeBatch>> {
+        let embedder = self.embedder_for_writes();
+        let mut filled = tributary_write::Filled::default();
+        let mut out = Vec::with_capacity(batches.len());
+        for mut batch in batches {
+            let ty = type_in(tables.catalog, &batch.type_name)?;
+            if tributary_write::has_embedded_fields(ty) && batch.batch.num_rows() > 0 {
+                let table = tables.open(ty).await?;
+                let rows =
+                    std::mem::replace(&mut batch.batch, RecordBatch::new_empty(ty.arrow_schema()));
+                batch.batch =
+                    tributary_write::fill_embeddings(ty, rows, &table, &embedder, &mut filled)
+                        .await?
+                        .map_err(|failure| tributary_write::Error::Embedding {
+                            type_name: ty.name.clone(),
+                            field: failure.field,
+                            source: failure.error,
+                        })?;
+            }
+            out.push(batch);
+        }
+        Ok(out)
     }
 
     /// Check the request against the head it commits on: the keys `--mode insert`

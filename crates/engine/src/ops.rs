@@ -124,7 +124,23 @@ impl GraphOps for Graph {
     }
 
     async fn schema(&self) -> Result<String> {
-        Ok(self.schema_source())
+        let source = self.schema_source();
+        if !self
+            .catalog()
+            .types
+            .iter()
+            .any(tributary_write::has_embedded_fields)
+        {
+            return Ok(source);
+        }
+        // Said where the fields are read: the built-in embedder's vectors are lexical.
+        let embedder = self.embedder_settings().await?.describe();
+        Ok(format!(
+            "{}
+// `@embed` fields are filled when rows are folded (or loaded) by the graph's embedder: {embedder}
+",
+            source.trim_end()
+        ))
     }
 
     async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {

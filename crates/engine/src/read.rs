@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use snafu::ResultExt;
 use tributary_fresh_read::{Query, Search, TableReader, Tier};
 use tributary_memwal_adapter::TableWriter;
 use tributary_publisher::CommitRecord;
@@ -74,6 +75,10 @@ pub enum SearchQuery {
     Text(String),
     /// Nearest neighbours in the type's indexed vector field (L2; `_distance`, lowest first).
     Nearest(Vec<f32>),
+    /// Nearest neighbours of a text: embedded by the graph's provider, searched over the
+    /// type's indexed `@embed` field. A fresh search sees rows once folded (their vectors
+    /// are made by the fold).
+    Similar(String),
 }
 
 /// One table opened for a read: the snapshot's version and, when fresh, the warm writer
@@ -243,6 +248,7 @@ impl Graph {
         let view = view.into();
         let ty = &self.type_def(type_name)?;
         let text_columns: Vec<String>;
+        let embedded: Vec<f32>;
         let search = match query {
             SearchQuery::Text(text) => {
                 text_columns = text_search_columns(ty)?;
@@ -255,6 +261,21 @@ impl Graph {
                 column: vector_search_column(ty, vector.len())?,
                 vector,
             },
+            SearchQuery::Similar(text) => {
+                let (column, dimension) = embedded_search_column(ty)?;
+                embedded = self
+                    .embedder()
+                    .await?
+                    .embed(&[text.as_str()], dimension)
+                    .await
+                    .context(crate::error::EmbedSnafu)?
+                    .pop()
+                    .unwrap_or_default();
+                Search::Nearest {
+                    column,
+                    vector: &embedded,
+                }
+            }
         };
         if k == 0 {
             return Err(Error::ZeroResults);
@@ -336,6 +357,19 @@ fn text_search_columns(ty: &TypeDef) -> Result<Vec<String>> {
         });
     }
     Ok(columns)
+}
+
+/// The indexed `@embed` field a text's similarity search runs over, and its dimension.
+fn embedded_search_column(ty: &TypeDef) -> Result<(&str, usize)> {
+    ty.fields
+        .iter()
+        .find_map(|f| match (&f.ty, &f.embed, f.index) {
+            (FieldType::Vector(dimension), Some(_), Some(_)) => Some((f.name.as_str(), *dimension)),
+            _ => None,
+        })
+        .ok_or_else(|| Error::NotEmbedded {
+            type_name: ty.name.clone(),
+        })
 }
 
 /// The indexed vector field nearest-neighbour search runs over; `dimension` must match it.

@@ -208,6 +208,7 @@ impl<T: Transport> GraphOps for T {
                     .map_err(|e| Error::remote(ErrorKind::InvalidInput, e.to_string()))?;
                 request.query("nearest", vector)
             }
+            SearchQuery::Similar(text) => request.query("similar", text),
         };
         rows(self.send(request.query("k", k).rows()).await?)
     }

@@ -313,6 +313,9 @@ pub struct SearchParams {
     /// A vector as a JSON array of numbers, searched over the type's vector field (rows get
     /// `_distance`, the squared Euclidean distance).
     nearest: Option<String>,
+    /// A text, embedded by the graph's embedding provider and searched over the type's
+    /// indexed `@embed` field (rows get `_distance`; rows not yet folded have no vector).
+    similar: Option<String>,
     /// How many rows, best first.
     #[serde(default = "default_k")]
     #[param(default = 10, minimum = 1, maximum = 10_000)]
@@ -342,16 +345,17 @@ pub async fn search(
     Query(params): Query<SearchParams>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let query = match (params.text, params.nearest) {
-        (Some(text), None) => SearchQuery::Text(text),
-        (None, Some(vector)) => {
+    let query = match (params.text, params.nearest, params.similar) {
+        (Some(text), None, None) => SearchQuery::Text(text),
+        (None, Some(vector), None) => {
             SearchQuery::Nearest(serde_json::from_str(&vector).map_err(|e| {
                 ApiError::invalid(format!("nearest must be a JSON array of numbers: {e}"))
             })?)
         }
+        (None, None, Some(text)) => SearchQuery::Similar(text),
         _ => {
             return Err(ApiError::invalid(
-                "give exactly one of `text` and `nearest`",
+                "give exactly one of `text`, `nearest` and `similar`",
             ))
         }
     };

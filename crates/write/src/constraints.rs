@@ -31,6 +31,8 @@ pub enum RejectKind {
     Cardinality,
     /// A `@unique` value another key already holds.
     Unique,
+    /// The embedding provider gave no vector for the row's `@embed` field.
+    Embedding,
 }
 
 impl fmt::Display for RejectKind {
@@ -39,6 +41,7 @@ impl fmt::Display for RejectKind {
             RejectKind::Endpoint => "endpoint",
             RejectKind::Cardinality => "cardinality",
             RejectKind::Unique => "unique",
+            RejectKind::Embedding => "embedding",
         })
     }
 }

@@ -44,6 +44,14 @@ pub enum Error {
         source: arrow_schema::ArrowError,
     },
 
+    /// The embedding provider gave no vectors for a write's `@embed` field.
+    #[snafu(display("{type_name}.{field}: {source}"))]
+    Embedding {
+        type_name: String,
+        field: String,
+        source: tributary_embed::EmbedError,
+    },
+
     /// The catalog names a node type an edge type's endpoint does not resolve to.
     #[snafu(display("edge {edge} names unknown node type {node_type}"))]
     UnknownEndpointType { edge: String, node_type: String },
@@ -67,6 +75,8 @@ impl Error {
             Error::Lance { source, .. } => tributary_storage::lance_kind(source),
             Error::Halted { .. } => ErrorKind::InvalidInput,
             Error::LeaseLost { .. } => ErrorKind::Conflict,
+            Error::Embedding { source, .. } if source.is_transient() => ErrorKind::Unavailable,
+            Error::Embedding { .. } => ErrorKind::InvalidInput,
             Error::Recovery { .. }
             | Error::Injected { .. }
             | Error::Arrow { .. }

@@ -13,7 +13,7 @@ use snafu::ResultExt;
 use crate::error::{ArrowSnafu, Error, Result};
 
 /// How many values one `IN (…)` filter carries (DataFusion hashes long lists).
-const IN_LIST_CHUNK: usize = 4096;
+pub(crate) const IN_LIST_CHUNK: usize = 4096;
 
 /// A non-null Utf8 column (`id`, `src`, `dst` are in every table schema the catalog builds).
 pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {

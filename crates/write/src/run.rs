@@ -21,6 +21,7 @@ use futures::TryStreamExt;
 use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WhenNotMatchedBySource};
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
+use tributary_embed::Embedder;
 use tributary_memwal_adapter::{
     generation_rows, generation_tombstones, table_state, MemWalTable, PendingGeneration,
 };
@@ -29,7 +30,8 @@ use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
 
 use crate::commit::{commit_intent, ms_since, GraphTarget, StagedWrite};
-use crate::constraints::{ConstraintChecker, Scope, SnapshotTables};
+use crate::constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables};
+use crate::embedding::{fill_embeddings, has_embedded_fields, Filled};
 use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
 use crate::intent::{Intent, Owner, StagedTable};
 use crate::lookup::string_column;
@@ -118,6 +120,9 @@ pub struct FoldTimings {
     pub dedup_ms: f64,
     /// Constraint checks and dead letters.
     pub check_ms: f64,
+    /// Filling `@embed` fields: reading the vectors of unchanged texts, and the provider.
+    #[serde(default)]
+    pub embed_ms: f64,
     /// Waiting for the merge-insert to take accepted rows (the merge is the slower side).
     pub merge_wait_ms: f64,
     /// The sidecar and the table commits.
@@ -136,6 +141,7 @@ impl FoldTimings {
         self.read_ms += other.read_ms;
         self.dedup_ms += other.dedup_ms;
         self.check_ms += other.check_ms;
+        self.embed_ms += other.embed_ms;
         self.merge_wait_ms += other.merge_wait_ms;
         self.tables_ms += other.tables_ms;
         self.indexes_ms += other.indexes_ms;
@@ -184,6 +190,7 @@ pub async fn fold_pending(
     branch: &BranchName,
     settings: &FoldSettings,
     producers: &BTreeMap<String, u64>,
+    embedder: &dyn Embedder,
 ) -> Result<FoldOutcome> {
     let started = std::time::Instant::now();
     let mut timings = FoldTimings::default();
@@ -294,6 +301,7 @@ pub async fn fold_pending(
             path: &path,
             schema,
             settings,
+            embedding: has_embedded_fields(plan.ty).then_some((dataset.as_ref(), embedder)),
         };
         // The merge runs on its own task, so it and the reading side use both cores.
         let mut merging = AbortOnDrop(tokio::spawn(async move {
@@ -538,6 +546,9 @@ struct TablePass<'a, 'c> {
     path: &'a TablePath,
     schema: SchemaRef,
     settings: &'a FoldSettings,
+    /// The table as the fold stages on it, and the provider, when the type has `@embed`
+    /// fields.
+    embedding: Option<(&'a lance::Dataset, &'a dyn Embedder)>,
 }
 
 type Accepted = tokio::sync::mpsc::Sender<datafusion_common::Result<RecordBatch>>;
@@ -554,6 +565,56 @@ struct PassOutcome {
 }
 
 impl TablePass<'_, '_> {
+    /// Fill the chunk's `@embed` fields. Rows the provider gave no vector for become dead
+    /// letters with its error, or halt the fold: never a row without its vector.
+    async fn embed(
+        &self,
+        batch: RecordBatch,
+        rejects: &mut RejectRows,
+        shard: &Uuid,
+        generation: u64,
+    ) -> Result<RecordBatch> {
+        let Some((table, embedder)) = self.embedding else {
+            return Ok(batch);
+        };
+        let ty = self.plan.ty;
+        let mut filled = Filled::default();
+        let failure = match fill_embeddings(ty, batch, table, embedder, &mut filled).await? {
+            Ok(batch) => return Ok(batch),
+            Err(failure) => failure,
+        };
+        let ids = string_column(&failure.batch, "id");
+        let message = format!("`{}`: {}", failure.field, failure.error);
+        if self.settings.policy == RejectPolicy::Halt {
+            let key = failure
+                .rows
+                .first()
+                .map(|&row| ids.value(row).to_owned())
+                .unwrap_or_default();
+            return HaltedSnafu {
+                table: ty.name.clone(),
+                key,
+                kind: RejectKind::Embedding.to_string(),
+                message,
+            }
+            .fail();
+        }
+        let mut keep = vec![true; failure.batch.num_rows()];
+        for &row in &failure.rows {
+            keep[row] = false;
+            rejects.push(Reject {
+                table: ty.name.clone(),
+                key: ids.value(row).to_owned(),
+                row: row_json(&failure.batch, row),
+                kind: RejectKind::Embedding,
+                message: message.clone(),
+                shard: shard.to_string(),
+                generation,
+            });
+        }
+        filter(&failure.batch, &BooleanArray::from(keep))
+    }
+
     /// A halt also fails the merge (its source ends in an error), so nothing of the
     /// table is staged.
     async fn run(
@@ -664,6 +725,13 @@ impl TablePass<'_, '_> {
                         } else {
                             filter(&batch, &BooleanArray::from(keep))?
                         };
+                        timings.check_ms += ms_since(checking);
+                        let embedding = Instant::now();
+                        let batch = self
+                            .embed(batch, rejects, shard, generation.generation)
+                            .await?;
+                        timings.embed_ms += ms_since(embedding);
+                        let checking = Instant::now();
                         shard_rows += batch.num_rows() as u64;
                         if !tombstoned.is_empty() {
                             let ids = string_column(&batch, "id");

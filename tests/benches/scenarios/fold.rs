@@ -83,7 +83,11 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     settings.fold.max_rows = max_rows;
     // The CLI's variables for the caches' bounds, to measure others than the defaults.
     let mut caches = tributary::SessionCaches::default();
-    let mib_of = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
+    let mib_of = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+    };
     if let Some(mib) = mib_of("TRIBUTARY_METADATA_CACHE_MIB") {
         caches.metadata_bytes = mib << 20;
     }
@@ -113,7 +117,8 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     let peak = peak_rss_mib();
     let heap_peak = crate::heap::peak();
     let (metadata_after, index_after) = graph.store().cache_usage().await;
-    let added_mib = |after: usize, before: usize| after.saturating_sub(before) as f64 / f64::from(1 << 20);
+    let added_mib =
+        |after: usize, before: usize| after.saturating_sub(before) as f64 / f64::from(1 << 20);
     assert_eq!(outcome.rows["Person"] as usize, backlog);
     report(json!({
         "scenario": "fold_memory",

@@ -147,7 +147,7 @@ fn lower_type(declaration: &TypeDecl, edge: Option<EdgeEnds>) -> Result<TypeDef,
 
     for (decl, field) in declaration.fields.iter().zip(&fields) {
         if let Some(target) = &field.embed {
-            check_embed(decl, target, &fields)?;
+            check_embed(decl, field, target, &fields)?;
         }
     }
 
@@ -185,13 +185,29 @@ fn check_key(decl: &FieldDecl, field: &FieldDef) -> Result<(), SchemaError> {
     .fail()
 }
 
-fn check_embed(decl: &FieldDecl, target: &str, fields: &[FieldDef]) -> Result<(), SchemaError> {
+fn check_embed(
+    decl: &FieldDecl,
+    field: &FieldDef,
+    target: &str,
+    fields: &[FieldDef],
+) -> Result<(), SchemaError> {
     let at = decl
         .annotations
         .iter()
         .find(|annotation| matches!(annotation.value, FieldAnnotation::Embed(_)))
         .map_or(decl.name.at, |annotation| annotation.at);
     let problem = match fields.iter().find(|field| field.name == target) {
+        _ if !matches!(field.ty, FieldType::Vector(_)) => {
+            format!(
+                "only a Vector field is an embedding, and `{}` is {}",
+                field.name, field.ty
+            )
+        }
+        // Filled at fold time, after the row is acknowledged without it.
+        _ if !field.nullable => format!(
+            "an embedded field is filled when rows are folded, so it must be optional: `{}?`",
+            field.ty
+        ),
         None => {
             "expected the name of a String field of the same type, found no such field".to_owned()
         }

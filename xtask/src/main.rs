@@ -1,6 +1,7 @@
 //! `cargo xtask`: the project's set-up commands. No Lance dependency, so it builds in seconds.
 //!
-//! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, log);
+//! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, ingest,
+//!   similarity search, log);
 //! - `lint`  fmt check and clippy `-D warnings` only (the quick loop while editing);
 //! - `test`  `lint`, then the test suite (nextest when installed);
 //! - `bench` the decode benchmark and the scenario benchmarks, in release; the scenarios'
@@ -414,6 +415,22 @@ fn demo() -> Result {
             "name LIKE 'river-%'",
             "--select",
             "name,age,bio",
+        ],
+    )?;
+    step(
+        "the embedder that filled `embedding` from `bio` (the built-in one: offline, lexical)",
+        &["embedder", &graph],
+    )?;
+    step(
+        "nearest people to a text, by the embeddings the load and the fold made",
+        &[
+            "search",
+            &graph,
+            "Person",
+            "--similar",
+            "storage engines",
+            "-k",
+            "3",
         ],
     )?;
     step(

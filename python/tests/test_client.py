@@ -20,6 +20,7 @@ node Person @stream {
   name: String @key
   age: I32? @range(0..150)
   bio: String? @index(fts)
+  embedding: Vector(8)? @embed(bio) @index
 }
 node Company { name: String @key }
 edge WorksAt: Person -> Company @card(0..1) @stream { since: Date? }
@@ -214,6 +215,9 @@ def test_load_get_neighbors_search_and_commits(graph):
     assert ids(back) == ["ada"]
     found = graph.search("Person", text="engines", k=5)
     assert found.column("id").to_pylist()[0] == "bob"
+    # The load filled `embedding` from `bio` with the built-in embedder.
+    similar = graph.search("Person", similar="engines builds", k=1)
+    assert similar.column("id").to_pylist() == ["bob"]
     commits = graph.commits(limit=5)
     assert commits[0]["id"] == outcome["commit"]["id"]
     # Reads at a commit see what it pins.

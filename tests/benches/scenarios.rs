@@ -52,6 +52,8 @@ struct Settings {
     /// (base rows, pending lines) of the fold of upserts beside one with 10% deletes and
     /// 10% patches.
     fold_mix: &'static [(usize, usize)],
+    /// Pending rows of the `@embed` fold scenario.
+    fold_embed: usize,
     /// Rows per fold, and the backlogs folded with it, of the fold-memory scenario.
     fold_memory: (u64, [usize; 2]),
     /// (base rows, pending rows) of the schema change scenario.
@@ -311,13 +313,14 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 12] = [
+const GROUPS: [&str; 13] = [
     "load",
     "ingest",
     "fold",
     "fold_merge",
     "fold_memory",
     "fold_mix",
+    "fold_embed",
     "http",
     "reads",
     "commit_point",
@@ -364,6 +367,7 @@ fn main() {
             read_lookups: 20,
             fold_merge: &[(10_000, 10_000)],
             fold_mix: &[(10_000, 10_000)],
+            fold_embed: 2_000,
             schema_apply: (10_000, 10_000),
             producer_sends: 100,
             fold_memory: (5_000, [5_000, 20_000]),
@@ -385,6 +389,7 @@ fn main() {
             read_lookups: 200,
             fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
             fold_mix: &[(1_000_000, 100_000)],
+            fold_embed: 100_000,
             schema_apply: (1_000_000, 100_000),
             producer_sends: 2_000,
             fold_memory: (250_000, [250_000, 1_000_000]),
@@ -458,6 +463,9 @@ fn main() {
                     fold::fold_memory(max_rows, backlog, base).await;
                 }
             }
+        }
+        if runs("fold_embed") {
+            fold::fold_embed(settings.fold_embed, Duration::from_millis(50)).await;
         }
         if runs("fold_mix") {
             for &(base, pending) in settings.fold_mix {

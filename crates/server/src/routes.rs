@@ -391,12 +391,12 @@ pub async fn commits(
     Ok(Json(graph.log(&params.branch, params.limit).await?).into_response())
 }
 
-/// The schema source.
+/// The schema source (with a closing comment naming the embedder of `@embed` fields).
 #[utoipa::path(get, path = "/graphs/{id}/schema", tag = "reads", params(
         ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
     responses((status = 200, description = "The schema, as text.", body = String, content_type = "text/plain")))]
 pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
-    let source = graph.schema_source();
+    let source = tributary::GraphOps::schema(graph.as_ref()).await?;
     Ok((
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
         source,

@@ -449,15 +449,19 @@ class Graph:
         *,
         text: Optional[str] = None,
         nearest: Optional[Sequence[float]] = None,
+        similar: Optional[str] = None,
         k: int = 10,
         fresh: bool = False,
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> pa.Table:
-        """Full-text (``text``) or nearest-vector (``nearest``) search; best first."""
+        """Full-text (``text``), nearest-vector (``nearest``) or similar-text (``similar``:
+        embedded by the graph's embedder, searched over the type's indexed ``@embed``
+        field) search; best first. Give exactly one."""
         params = _params(
             text=text,
             nearest=json.dumps(list(nearest)) if nearest is not None else None,
+            similar=similar,
             k=k,
             fresh=fresh,
             branch=branch,

@@ -523,3 +523,60 @@ pub async fn fold_mix(base: usize, pending: usize) {
         "mixed_stages_ms": mixed_stages,
     }));
 }
+
+/// Fold rows/s of `rows` pending rows with a text each, into an `@embed` field: with no
+/// text (nothing to embed: the baseline), with the built-in embedder, and with an
+/// OpenAI-compatible provider (the test server) that answers each batch in `delay`.
+pub async fn fold_embed(rows: usize, delay: Duration) {
+    use tributary::{EmbedderConfig, HttpSettings};
+    use tributary_tests::embeddings_server::{Behaviour, EmbeddingsServer};
+    const EMBED_SCHEMA: &str = "node Doc @stream {\n  title: String @key\n  text: String?\n  embedding: Vector(8)? @embed(text)\n}\n";
+    let server = EmbeddingsServer::start().await;
+    server.behave(Behaviour {
+        delay,
+        ..Default::default()
+    });
+    let mut baseline = None;
+    for provider in ["none", "builtin", "http"] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let uri = dir.path().join("g").to_string_lossy().into_owned();
+        let graph = Graph::init(&uri, EMBED_SCHEMA).await.expect("init");
+        if provider == "http" {
+            let settings =
+                EmbedderConfig::Openai(HttpSettings::new(server.url.clone(), "test-model"));
+            graph.set_embedder(&settings).await.expect("embedder");
+        }
+        let ingest = graph.ingest("main").expect("ingest");
+        for start in (0..rows).step_by(SEND_ROWS) {
+            let lines: Vec<String> = (start..(start + SEND_ROWS).min(rows))
+                .map(|i| {
+                    let text = (provider != "none")
+                        .then(|| format!("document {i} about topic {}", i % 97));
+                    json!({"type": "Doc", "data": {"title": format!("d{i}"), "text": text}})
+                        .to_string()
+                })
+                .collect();
+            ingest.send(1, &ndjson(&lines)).await.expect("send");
+        }
+        graph.close_writers().await.expect("flush");
+        let requests_before = server.requests();
+        let started = Instant::now();
+        let outcome = graph.fold("main").await.expect("fold");
+        let elapsed = started.elapsed().as_secs_f64();
+        assert_eq!(outcome.rows["Doc"] as usize, rows);
+        assert_eq!(outcome.dead_letters, 0);
+        let rows_per_s = rows as f64 / elapsed;
+        let baseline_rows_per_s = *baseline.get_or_insert(rows_per_s);
+        report(json!({
+            "scenario": "fold_embed",
+            "provider": provider,
+            "provider_ms_per_batch": if provider == "http" { delay.as_secs_f64() * 1e3 } else { 0.0 },
+            "pending_rows": rows,
+            "fold_ms": elapsed * 1e3,
+            "rows_per_s": rows_per_s,
+            "embed_ms": outcome.timings.embed_ms,
+            "provider_requests": server.requests() - requests_before,
+            "vs_no_embedding": rows_per_s / baseline_rows_per_s,
+        }));
+    }
+}

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod branches;
+mod embed;
 mod load;
 mod processes;
 mod producers;
@@ -343,10 +344,13 @@ fn fresh_reads_and_search_from_the_command_line() {
     let missing = run(&["get", &graph, "Person", "river-02"]);
     assert_eq!(missing.status.code(), Some(66));
 
-    let no_vector = run(&["search", &graph, "Person", "--nearest", "[0,0,0,0,0,0,0,0]"]);
-    assert_eq!(no_vector.status.code(), Some(65));
-    let stderr = String::from_utf8_lossy(&no_vector.stderr);
-    assert!(stderr.contains("no indexed vector field"), "{stderr}");
+    let wrong_dimension = run(&["search", &graph, "Person", "--nearest", "[0,0]"]);
+    assert_eq!(wrong_dimension.status.code(), Some(65));
+    let stderr = String::from_utf8_lossy(&wrong_dimension.stderr);
+    assert!(
+        stderr.contains("the query vector has 2 dimensions"),
+        "{stderr}"
+    );
     let bad_vector = run(&["search", &graph, "Person", "--nearest", "zebra"]);
     assert_eq!(bad_vector.status.code(), Some(64));
     let neither = run(&["search", &graph, "Person"]);

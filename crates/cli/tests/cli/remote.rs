@@ -212,8 +212,8 @@ fn remote_commands_print_what_embedded_ones_print() {
     std::fs::write(
         &evolved,
         source.replace(
-            "  embedding: Vector(8)? @embed(bio)\n}",
-            "  embedding: Vector(8)? @embed(bio)\n  nickname: String?\n}\nnode City { name: String @key }",
+            "  embedding: Vector(8)? @embed(bio) @index\n}",
+            "  embedding: Vector(8)? @embed(bio) @index\n  nickname: String?\n}\nnode City { name: String @key }",
         ),
     )
     .unwrap();

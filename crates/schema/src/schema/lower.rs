@@ -197,12 +197,6 @@ fn check_embed(
         .find(|annotation| matches!(annotation.value, FieldAnnotation::Embed(_)))
         .map_or(decl.name.at, |annotation| annotation.at);
     let problem = match fields.iter().find(|field| field.name == target) {
-        _ if !matches!(field.ty, FieldType::Vector(_)) => {
-            format!(
-                "only a Vector field is an embedding, and `{}` is {}",
-                field.name, field.ty
-            )
-        }
         // Filled at fold time, after the row is acknowledged without it.
         _ if !field.nullable => format!(
             "an embedded field is filled when rows are folded, so it must be optional: `{}?`",

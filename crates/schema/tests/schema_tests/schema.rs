@@ -304,11 +304,6 @@ fn schema_error_messages() {
             |e| matches!(e, SchemaError::BadEmbed { .. }),
         ),
         (
-            "embed into a field that is not a vector",
-            "node A { k: String @key\n bio: String\n v: String? @embed(bio) }",
-            |e| matches!(e, SchemaError::BadEmbed { .. }),
-        ),
-        (
             "embed into a required vector (it is filled at fold time)",
             "node A { k: String @key\n bio: String\n v: Vector(4) @embed(bio) }",
             |e| matches!(e, SchemaError::BadEmbed { .. }),

@@ -43,7 +43,7 @@ pub enum EmbedError {
     /// An answer that is not what was asked for (count, shape or dimension).
     #[snafu(display("the embedding provider at {url} answered wrongly: {problem}"))]
     BadAnswer { url: String, problem: String },
-    #[snafu(display("{source} (gave up after {attempts} attempts)"))]
+    #[snafu(display("{source} (gave up after {attempts} {})", if *attempts == 1 { "attempt" } else { "attempts" }))]
     GaveUp {
         attempts: u32,
         source: Box<EmbedError>,

@@ -281,7 +281,6 @@ impl Graph {
         batches: Vec<TypeBatch>,
     ) -> Result<Vec<TypeBatch>> {
         let embedder = self.embedder_for_writes();
-        let mut filled = tributary_write::Filled::default();
         let mut out = Vec::with_capacity(batches.len());
         for mut batch in batches {
             let ty = type_in(tables.catalog, &batch.type_name)?;
@@ -289,14 +288,13 @@ impl Graph {
                 let table = tables.open(ty).await?;
                 let rows =
                     std::mem::replace(&mut batch.batch, RecordBatch::new_empty(ty.arrow_schema()));
-                batch.batch =
-                    tributary_write::fill_embeddings(ty, rows, &table, &embedder, &mut filled)
-                        .await?
-                        .map_err(|failure| tributary_write::Error::Embedding {
-                            type_name: ty.name.clone(),
-                            field: failure.field,
-                            source: failure.error,
-                        })?;
+                batch.batch = tributary_write::fill_embeddings(ty, rows, &table, &embedder)
+                    .await?
+                    .map_err(|failure| tributary_write::Error::Embedding {
+                        type_name: ty.name.clone(),
+                        field: failure.field,
+                        source: failure.error,
+                    })?;
             }
             out.push(batch);
         }

@@ -14,8 +14,8 @@ use snafu::ResultExt;
 use tributary_embed::{EmbedError, Embedder};
 use tributary_schema::{FieldType, TypeDef};
 
-use crate::error::{ArrowSnafu, LanceSnafu, Result};
-use crate::lookup::{quote, string_column, IN_LIST_CHUNK};
+use crate::error::{ArrowSnafu, Result};
+use crate::lookup::{rows_where_in, string_column, Literal};
 
 /// One `@embed` field: the vector column, the text column it embeds, its dimension.
 struct Embedded<'t> {
@@ -53,15 +53,6 @@ pub struct EmbedFailure {
     pub error: EmbedError,
 }
 
-/// What filling took: provider calls are counted by the provider; this counts texts.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Filled {
-    /// Vectors the provider made.
-    pub embedded: u64,
-    /// Vectors kept from the table (the text had not changed).
-    pub kept: u64,
-}
-
 /// Fill the empty `@embed` fields of `batch` (rows of `ty`) whose text is set. `table` is
 /// the table the rows are written to, at the version they are written on.
 pub async fn fill_embeddings(
@@ -69,20 +60,13 @@ pub async fn fill_embeddings(
     mut batch: RecordBatch,
     table: &Dataset,
     embedder: &dyn Embedder,
-    filled: &mut Filled,
 ) -> Result<std::result::Result<RecordBatch, EmbedFailure>> {
     // The first provider error, and every row left without one of its vectors.
     let mut failed: Option<(String, EmbedError)> = None;
     let mut failed_rows = std::collections::BTreeSet::new();
     for field in embedded_fields(ty) {
-        let (Some(vectors), Some(texts)) = (
-            batch.column_by_name(field.vector).cloned(),
-            batch.column_by_name(field.text).cloned(),
-        ) else {
-            continue;
-        };
-        let texts = texts.as_any().downcast_ref::<StringArray>().cloned();
-        let Some(texts) = texts else { continue };
+        let vectors = vector_column(&batch, field.vector)?.clone();
+        let texts = text_column(&batch, field.text)?.clone();
         let empty: Vec<usize> = (0..batch.num_rows())
             .filter(|&row| vectors.is_null(row) && texts.is_valid(row))
             .collect();
@@ -98,7 +82,6 @@ pub async fn fill_embeddings(
             match stored.get(ids.value(row)) {
                 Some((text, vector)) if text == texts.value(row) => {
                     made.insert(row, vector.clone());
-                    filled.kept += 1;
                 }
                 _ => ask.push(row),
             }
@@ -106,17 +89,14 @@ pub async fn fill_embeddings(
         if !ask.is_empty() {
             let asked: Vec<&str> = ask.iter().map(|&row| texts.value(row)).collect();
             match embedder.embed(&asked, field.dimension).await {
-                Ok(vectors) => {
-                    filled.embedded += vectors.len() as u64;
-                    made.extend(ask.iter().copied().zip(vectors));
-                }
+                Ok(vectors) => made.extend(ask.iter().copied().zip(vectors)),
                 Err(error) => {
                     failed_rows.extend(ask.iter().copied());
                     failed.get_or_insert((field.vector.to_owned(), error));
                 }
             }
         }
-        let column = with_vectors(vectors.as_ref(), field.dimension, &made)?;
+        let column = with_vectors(&vectors, field.dimension, &made)?;
         let index = batch.schema().index_of(field.vector).context(ArrowSnafu {
             action: "find an embedded field",
         })?;
@@ -144,92 +124,96 @@ async fn stored_vectors(
     field: &Embedded<'_>,
     keys: &[String],
 ) -> Result<HashMap<String, (String, Vec<f32>)>> {
-    let lance = || LanceSnafu {
-        action: "read stored embeddings",
-        table: type_name.to_owned(),
-    };
+    let also = format!(
+        "`{}` IS NOT NULL AND `{}` IS NOT NULL",
+        field.text, field.vector
+    );
+    let project = ["id", field.text, field.vector];
     let mut out = HashMap::new();
-    if table.count_rows(None).await.with_context(|_| lance())? == 0 {
-        return Ok(out);
-    }
-    for chunk in keys.chunks(IN_LIST_CHUNK) {
-        let list: Vec<String> = chunk.iter().map(|key| quote(key)).collect();
-        let mut scan = table.scan();
-        scan.filter(&format!(
-            "id IN ({}) AND `{}` IS NOT NULL AND `{}` IS NOT NULL",
-            list.join(", "),
-            field.text,
-            field.vector
-        ))
-        .and_then(|s| s.project(&["id", field.text, field.vector]))
-        .with_context(|_| lance())?;
-        let found = scan.try_into_batch().await.with_context(|_| lance())?;
+    for found in rows_where_in(
+        table,
+        "id",
+        keys,
+        Literal::Quoted,
+        &project,
+        Some(&also),
+        type_name,
+    )
+    .await?
+    {
         let ids = string_column(&found, "id");
-        let (Some(texts), Some(vectors)) = (
-            found
-                .column_by_name(field.text)
-                .and_then(|c| c.as_any().downcast_ref::<StringArray>()),
-            found
-                .column_by_name(field.vector)
-                .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>()),
-        ) else {
-            continue;
-        };
+        let texts = text_column(&found, field.text)?;
+        let vectors = vector_column(&found, field.vector)?;
         for row in 0..found.num_rows() {
-            let values = vectors.value(row);
-            let Some(values) = values.as_any().downcast_ref::<Float32Array>() else {
-                continue;
-            };
             out.insert(
                 ids.value(row).to_owned(),
-                (texts.value(row).to_owned(), values.values().to_vec()),
+                (
+                    texts.value(row).to_owned(),
+                    vector_at(vectors, row)?.values().to_vec(),
+                ),
             );
         }
     }
     Ok(out)
 }
 
+/// A column that is not what the catalog makes it: a bug, never a row left unfilled.
+fn not_as_declared(what: String) -> crate::error::Error {
+    crate::error::Error::Arrow {
+        action: "fill embedded fields",
+        source: arrow_schema::ArrowError::SchemaError(what),
+    }
+}
+
+fn text_column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+        .ok_or_else(|| not_as_declared(format!("`{name}` is not a Utf8 column")))
+}
+
+fn vector_column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b FixedSizeListArray> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<FixedSizeListArray>())
+        .ok_or_else(|| not_as_declared(format!("`{name}` is not a vector column")))
+}
+
+/// The floats of row `row` of a vector column.
+fn vector_at(vectors: &FixedSizeListArray, row: usize) -> Result<Float32Array> {
+    vectors
+        .value(row)
+        .as_any()
+        .downcast_ref::<Float32Array>()
+        .cloned()
+        .ok_or_else(|| not_as_declared("a vector of other numbers than f32".to_owned()))
+}
+
 /// `column` with the rows of `made` set to their vectors.
 fn with_vectors(
-    column: &dyn Array,
+    column: &FixedSizeListArray,
     dimension: usize,
     made: &HashMap<usize, Vec<f32>>,
 ) -> Result<FixedSizeListArray> {
-    let (item, current) = match (
-        column.data_type(),
-        column.as_any().downcast_ref::<FixedSizeListArray>(),
-    ) {
-        (DataType::FixedSizeList(item, _), Some(current)) => (item.clone(), current),
-        _ => {
-            return Err(crate::error::Error::Arrow {
-                action: "fill embedded fields",
-                source: arrow_schema::ArrowError::SchemaError(format!(
-                    "an embedded field is {}, not a vector",
-                    column.data_type()
-                )),
-            })
-        }
+    let DataType::FixedSizeList(item, _) = column.data_type() else {
+        return Err(not_as_declared(
+            "a vector column that is not a list".to_owned(),
+        ));
     };
     let mut values = Vec::with_capacity(column.len() * dimension);
     let mut valid = Vec::with_capacity(column.len());
     for row in 0..column.len() {
         if let Some(vector) = made.get(&row) {
             values.extend_from_slice(vector);
-            valid.push(true);
-        } else if current.is_valid(row) {
-            let stored = current.value(row);
-            match stored.as_any().downcast_ref::<Float32Array>() {
-                Some(floats) => values.extend_from_slice(floats.values()),
-                None => values.extend(std::iter::repeat_n(0.0, dimension)),
-            }
-            valid.push(true);
+        } else if column.is_valid(row) {
+            values.extend_from_slice(vector_at(column, row)?.values());
         } else {
             values.extend(std::iter::repeat_n(0.0, dimension));
-            valid.push(false);
         }
+        valid.push(made.contains_key(&row) || column.is_valid(row));
     }
     FixedSizeListArray::try_new(
-        item,
+        item.clone(),
         dimension as i32,
         Arc::new(Float32Array::from(values)),
         Some(NullBuffer::from(valid)),

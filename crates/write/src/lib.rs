@@ -29,7 +29,7 @@ pub use commit::{
     commit_intent, recover_intent, CommitTimings, Committed, GraphTarget, Recovered, StagedWrite,
 };
 pub use constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables, Violation};
-pub use embedding::{fill_embeddings, has_embedded_fields, EmbedFailure, Filled};
+pub use embedding::{fill_embeddings, has_embedded_fields, EmbedFailure};
 pub use error::{Error, Result};
 pub use indexes::{index_specs, maintain_indexes, IndexReport, IndexSettings, IndexSpec};
 pub use lease::{path_segment, producers_dir, Acquired, Lease, LEASE_DIR, PRODUCER_DIR};

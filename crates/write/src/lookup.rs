@@ -13,7 +13,7 @@ use snafu::ResultExt;
 use crate::error::{ArrowSnafu, Error, Result};
 
 /// How many values one `IN (…)` filter carries (DataFusion hashes long lists).
-pub(crate) const IN_LIST_CHUNK: usize = 4096;
+const IN_LIST_CHUNK: usize = 4096;
 
 /// A non-null Utf8 column (`id`, `src`, `dst` are in every table schema the catalog builds).
 pub fn string_column<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {
@@ -75,6 +75,39 @@ pub async fn lookup_values(
     literal: Literal,
     table_name: &str,
 ) -> Result<Vec<(String, String)>> {
+    let project: &[&str] = if column == "id" {
+        &["id"]
+    } else {
+        &["id", column]
+    };
+    let mut out = Vec::new();
+    for batch in rows_where_in(table, column, values, literal, project, None, table_name).await? {
+        let ids = string_column(&batch, "id");
+        let found = match batch.column_by_name(column) {
+            Some(c) => display_values(c.as_ref())?,
+            None => continue,
+        };
+        for (i, value) in found.into_iter().enumerate() {
+            if let Some(value) = value {
+                out.push((ids.value(i).to_owned(), value));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The `project`ed columns of the rows whose `column` is one of `values` (and that pass
+/// `also`, a further filter), one batch per `IN (…)` list. Nothing is scanned when
+/// `values` or the table is empty.
+pub async fn rows_where_in(
+    table: &Dataset,
+    column: &str,
+    values: &[String],
+    literal: Literal,
+    project: &[&str],
+    also: Option<&str>,
+    table_name: &str,
+) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
     if values.is_empty()
         || table
@@ -93,37 +126,26 @@ pub async fn lookup_values(
                 Literal::Bare => v.clone(),
             })
             .collect();
-        let mut scan = table.scan();
-        scan.filter(&format!("`{column}` IN ({})", list.join(", ")))
-            .and_then(|s| {
-                if column == "id" {
-                    s.project(&["id"])
-                } else {
-                    s.project(&["id", column])
-                }
-            })
-            .map_err(|source| lance_error(table_name, source))?;
-        let batch = scan
-            .try_into_batch()
-            .await
-            .map_err(|source| lance_error(table_name, source))?;
-        let ids = string_column(&batch, "id");
-        let found = match batch.column_by_name(column) {
-            Some(c) => display_values(c.as_ref())?,
-            None => continue,
-        };
-        for (i, value) in found.into_iter().enumerate() {
-            if let Some(value) = value {
-                out.push((ids.value(i).to_owned(), value));
-            }
+        let mut filter = format!("`{column}` IN ({})", list.join(", "));
+        if let Some(also) = also {
+            filter = format!("{filter} AND {also}");
         }
+        let mut scan = table.scan();
+        scan.filter(&filter)
+            .and_then(|s| s.project(project))
+            .map_err(|source| lance_error(table_name, source))?;
+        out.push(
+            scan.try_into_batch()
+                .await
+                .map_err(|source| lance_error(table_name, source))?,
+        );
     }
     Ok(out)
 }
 
 fn lance_error(table: &str, source: lance::Error) -> Error {
     Error::Lance {
-        action: "validate".to_owned(),
+        action: "look up rows".to_owned(),
         table: table.to_owned(),
         source,
     }

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::commit::{commit_intent, ms_since, GraphTarget, StagedWrite};
 use crate::constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables};
-use crate::embedding::{fill_embeddings, has_embedded_fields, Filled};
+use crate::embedding::{fill_embeddings, has_embedded_fields};
 use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
 use crate::intent::{Intent, Owner, StagedTable};
 use crate::lookup::string_column;
@@ -578,8 +578,7 @@ impl TablePass<'_, '_> {
             return Ok(batch);
         };
         let ty = self.plan.ty;
-        let mut filled = Filled::default();
-        let failure = match fill_embeddings(ty, batch, table, embedder, &mut filled).await? {
+        let failure = match fill_embeddings(ty, batch, table, embedder).await? {
             Ok(batch) => return Ok(batch),
             Err(failure) => failure,
         };

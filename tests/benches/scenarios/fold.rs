@@ -526,7 +526,8 @@ pub async fn fold_mix(base: usize, pending: usize) {
 
 /// Fold rows/s of `rows` pending rows with a text each, into an `@embed` field: with no
 /// text (nothing to embed: the baseline), with the built-in embedder, and with an
-/// OpenAI-compatible provider (the test server) that answers each batch in `delay`.
+/// OpenAI-compatible provider (the test server) that answers each batch in `delay`. Then
+/// the same rows again, texts unchanged: their stored vectors are read, no text is sent.
 pub async fn fold_embed(rows: usize, delay: Duration) {
     use tributary::{EmbedderConfig, HttpSettings};
     use tributary_tests::embeddings_server::{Behaviour, EmbeddingsServer};
@@ -546,37 +547,44 @@ pub async fn fold_embed(rows: usize, delay: Duration) {
                 EmbedderConfig::Openai(HttpSettings::new(server.url.clone(), "test-model"));
             graph.set_embedder(&settings).await.expect("embedder");
         }
-        let ingest = graph.ingest("main").expect("ingest");
-        for start in (0..rows).step_by(SEND_ROWS) {
-            let lines: Vec<String> = (start..(start + SEND_ROWS).min(rows))
-                .map(|i| {
-                    let text = (provider != "none")
-                        .then(|| format!("document {i} about topic {}", i % 97));
-                    json!({"type": "Doc", "data": {"title": format!("d{i}"), "text": text}})
-                        .to_string()
-                })
-                .collect();
-            ingest.send(1, &ndjson(&lines)).await.expect("send");
+        for round in ["new", "unchanged"] {
+            let ingest = graph.ingest("main").expect("ingest");
+            for start in (0..rows).step_by(SEND_ROWS) {
+                let lines: Vec<String> = (start..(start + SEND_ROWS).min(rows))
+                    .map(|i| {
+                        let text = (provider != "none")
+                            .then(|| format!("document {i} about topic {}", i % 97));
+                        json!({"type": "Doc", "data": {"title": format!("d{i}"), "text": text}})
+                            .to_string()
+                    })
+                    .collect();
+                ingest.send(1, &ndjson(&lines)).await.expect("send");
+            }
+            graph.close_writers().await.expect("flush");
+            let requests_before = server.requests();
+            let started = Instant::now();
+            let outcome = graph.fold("main").await.expect("fold");
+            let elapsed = started.elapsed().as_secs_f64();
+            assert_eq!(outcome.rows["Doc"] as usize, rows);
+            assert_eq!(outcome.dead_letters, 0);
+            let requests = server.requests() - requests_before;
+            if round == "unchanged" {
+                assert_eq!(requests, 0, "unchanged texts are not sent again");
+            }
+            let rows_per_s = rows as f64 / elapsed;
+            let baseline_rows_per_s = *baseline.get_or_insert(rows_per_s);
+            report(json!({
+                "scenario": "fold_embed",
+                "provider": provider,
+                "round": round,
+                "provider_ms_per_batch": if provider == "http" { delay.as_secs_f64() * 1e3 } else { 0.0 },
+                "pending_rows": rows,
+                "fold_ms": elapsed * 1e3,
+                "rows_per_s": rows_per_s,
+                "embed_ms": outcome.timings.embed_ms,
+                "provider_requests": requests,
+                "vs_no_embedding_new": rows_per_s / baseline_rows_per_s,
+            }));
         }
-        graph.close_writers().await.expect("flush");
-        let requests_before = server.requests();
-        let started = Instant::now();
-        let outcome = graph.fold("main").await.expect("fold");
-        let elapsed = started.elapsed().as_secs_f64();
-        assert_eq!(outcome.rows["Doc"] as usize, rows);
-        assert_eq!(outcome.dead_letters, 0);
-        let rows_per_s = rows as f64 / elapsed;
-        let baseline_rows_per_s = *baseline.get_or_insert(rows_per_s);
-        report(json!({
-            "scenario": "fold_embed",
-            "provider": provider,
-            "provider_ms_per_batch": if provider == "http" { delay.as_secs_f64() * 1e3 } else { 0.0 },
-            "pending_rows": rows,
-            "fold_ms": elapsed * 1e3,
-            "rows_per_s": rows_per_s,
-            "embed_ms": outcome.timings.embed_ms,
-            "provider_requests": server.requests() - requests_before,
-            "vs_no_embedding": rows_per_s / baseline_rows_per_s,
-        }));
     }
 }

@@ -94,12 +94,14 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     if let Some(mib) = mib_of("TRIBUTARY_INDEX_CACHE_MIB") {
         caches.index_bytes = mib << 20;
     }
+    let counter = OpCounter::new();
     let graph = Graph::builder(&uri)
         .settings(settings)
         .store_options(tributary::StoreOptions {
             caches,
             ..Default::default()
         })
+        .counted(counter.clone())
         .open()
         .await
         .expect("open");
@@ -113,7 +115,9 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
     let before = rss_mib();
     let heap_before = crate::heap::reset_peak();
     let (metadata_before, index_before) = graph.store().cache_usage().await;
+    let ops_before = counter.snapshot();
     let outcome = graph.fold("main").await.expect("fold");
+    let ops = counter.snapshot().since(&ops_before);
     let peak = peak_rss_mib();
     let heap_peak = crate::heap::peak();
     let (metadata_after, index_after) = graph.store().cache_usage().await;
@@ -135,6 +139,13 @@ pub async fn fold_memory(max_rows: u64, backlog: usize, base: usize) {
         // What each of Lance's session caches took on during the fold.
         "metadata_cache_added_mib": added_mib(metadata_after, metadata_before),
         "index_cache_added_mib": added_mib(index_after, index_before),
+        // What the fold read, by kind of object: which reads grow with the table.
+        "read_mib": ops
+            .bytes
+            .iter()
+            .filter(|((kind, _), _)| *kind == tributary::OpKind::Get)
+            .map(|((_, class), bytes)| (format!("{class:?}"), *bytes as f64 / f64::from(1 << 20)))
+            .collect::<std::collections::BTreeMap<_, _>>(),
     }));
 }
 

@@ -218,6 +218,12 @@ def test_load_get_neighbors_search_and_commits(graph):
     # The load filled `embedding` from `bio` with the built-in embedder.
     similar = graph.search("Person", similar="engines builds", k=1)
     assert similar.column("id").to_pylist() == ["bob"]
+    assert graph.embedder() == {"provider": "builtin"}
+    with pytest.raises(tributary.InvalidInput):
+        graph.set_embedder({"provider": "openai", "url": "localhost:1", "model": "m"})
+    stored = graph.set_embedder({"provider": "openai", "url": "http://127.0.0.1:9/v1", "model": "m"})
+    assert graph.embedder() == stored and stored["batch_size"] == 64
+    graph.set_embedder({"provider": "builtin"})
     commits = graph.commits(limit=5)
     assert commits[0]["id"] == outcome["commit"]["id"]
     # Reads at a commit see what it pins.

@@ -5,7 +5,7 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 use tributary::{EmbedderConfig, HttpSettings};
 
-use crate::backend::ServerArgs;
+use crate::backend::{self, ServerArgs};
 use crate::output::{self, Format};
 use crate::Failure;
 
@@ -60,14 +60,7 @@ pub async fn run(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
-    if server.remote(&args.graph)?.is_some() {
-        return Err(Failure::usage(
-            "the embedder is a setting of the graph's storage: run `tributary embedder` with \
-             the graph's path or s3:// URL, not through --server (the server reads the new \
-             settings at its next fold)",
-        ));
-    }
-    let graph = server.local(&args.graph).open().await?;
+    let graph = backend::open(&args.graph, server).await?;
     let settings = match args.provider {
         None => graph.embedder_settings().await?,
         Some(ProviderArg::Builtin) => {

@@ -8,8 +8,9 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 
 use crate::{
-    At, CleanupReport, CommitRecord, Direction, FoldOutcome, Graph, IngestStatus, LoadOptions,
-    LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
+    At, CleanupReport, CommitRecord, Direction, EmbedderConfig, FoldOutcome, Graph, IngestStatus,
+    LoadOptions, LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome,
+    SearchQuery, View,
 };
 
 #[async_trait::async_trait]
@@ -52,6 +53,13 @@ pub trait GraphOps: Send + Sync {
     /// Apply a new schema: additive changes are published as one `schema` commit; a
     /// change the stored tables cannot take is refused with every difference named.
     async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome>;
+
+    /// The graph's embedding provider settings (the built-in embedder when none are set).
+    async fn embedder_settings(&self) -> Result<EmbedderConfig>;
+
+    /// Name the graph's embedding provider; refused before anything is stored when the
+    /// settings cannot make a provider.
+    async fn set_embedder(&self, settings: &EmbedderConfig) -> Result<()>;
 
     /// What streaming ingest holds that no fold has published yet.
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus>;
@@ -145,6 +153,14 @@ impl GraphOps for Graph {
 
     async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {
         Graph::apply_schema(self, source).await
+    }
+
+    async fn embedder_settings(&self) -> Result<EmbedderConfig> {
+        Graph::embedder_settings(self).await
+    }
+
+    async fn set_embedder(&self, settings: &EmbedderConfig) -> Result<()> {
+        Graph::set_embedder(self, settings).await
     }
 
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {

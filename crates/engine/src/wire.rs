@@ -10,9 +10,9 @@ use arrow_array::RecordBatch;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    At, CleanupReport, CommitRecord, Direction, Error, ErrorKind, FoldOutcome, GraphOps,
-    IngestStatus, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy,
-    Result, SchemaOutcome, SearchQuery, View,
+    At, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error, ErrorKind, FoldOutcome,
+    GraphOps, IngestStatus, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, ReadOptions,
+    RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -229,6 +229,20 @@ impl<T: Transport> GraphOps for T {
         let mut request = WireRequest::post("/schema");
         request.body = Some(source.to_owned());
         json(self.send(request).await?)
+    }
+
+    async fn embedder_settings(&self) -> Result<EmbedderConfig> {
+        json(self.send(WireRequest::get("/embedder")).await?)
+    }
+
+    async fn set_embedder(&self, settings: &EmbedderConfig) -> Result<()> {
+        let mut request = WireRequest::post("/embedder");
+        request.body = Some(
+            serde_json::to_string(settings)
+                .map_err(|e| Error::remote(ErrorKind::InvalidInput, e.to_string()))?,
+        );
+        self.send(request).await?;
+        Ok(())
     }
 
     async fn ingest_status(&self, branch: &str) -> Result<IngestStatus> {

@@ -11,6 +11,7 @@ mod admission;
 mod auth;
 mod branches;
 mod connection;
+mod embedder;
 mod error;
 mod extract;
 mod ingest;

@@ -12,7 +12,7 @@ use utoipa::openapi::{Content, OpenApi, Ref};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{branches, ingest, routes as handlers, AppState};
+use crate::{branches, embedder, ingest, routes as handlers, AppState};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -52,6 +52,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(handlers::search))
             .routes(routes!(handlers::commits))
             .routes(routes!(handlers::schema, handlers::apply_schema))
+            .routes(routes!(embedder::show, embedder::set))
             .routes(routes!(handlers::cleanup))
             .routes(routes!(branches::list))
             .routes(routes!(branches::create, branches::delete))

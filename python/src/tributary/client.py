@@ -487,6 +487,23 @@ class Graph:
         """Fold what is acknowledged into one graph commit now; returns the outcome."""
         return self._json("POST", "/ingest/fold", _params(branch=branch, halt=halt))
 
+    def embedder(self) -> Dict[str, Any]:
+        """The graph's embedding provider settings (``{"provider": "builtin"}`` by
+        default): what fills ``@embed`` fields and embeds ``similar`` searches."""
+        return self._json("GET", "/embedder", {})
+
+    def set_embedder(self, settings: Dict[str, Any]) -> Dict[str, Any]:
+        """Name the graph's embedding provider, e.g. ``{"provider": "openai", "url":
+        "http://localhost:11434/v1", "model": "nomic-embed-text"}``; returns what is stored."""
+        body = json.dumps(settings).encode()
+        return self._client._send(
+            "POST",
+            f"{self._base}/embedder",
+            params={},
+            content=body,
+            headers={"content-type": "application/json"},
+        ).json()
+
     def _arrow(self, path: str, params: Dict[str, Any]) -> pa.Table:
         response = self._client._send(
             "GET", self._base + path, params=params, headers={"accept": ARROW_STREAM}

@@ -65,6 +65,48 @@ fn similarity_search_and_the_embedder_from_the_command_line() {
         first_row(&remote)["_distance"],
         first_row(&hits)["_distance"]
     );
+    // The embedder, shown and set through the server as embedded.
+    let through = |args: &[&str]| {
+        let mut all = vec!["--server", served.url.as_str()];
+        all.extend_from_slice(args);
+        ok(&all)
+    };
+    let remote_shown: serde_json::Value =
+        serde_json::from_str(&through(&["embedder", "g", "--format", "json"])).unwrap();
+    assert_eq!(remote_shown["embedder"], shown["embedder"]);
+    through(&[
+        "embedder",
+        "g",
+        "--provider",
+        "openai",
+        "--url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+    ]);
+    let set_remotely = ok(&["embedder", &graph, "--format", "json"]);
+    assert!(
+        set_remotely.contains("model `m` at http://127.0.0.1:9/v1"),
+        "{set_remotely}"
+    );
+    let refused = run(&[
+        "--server",
+        &served.url,
+        "embedder",
+        "g",
+        "--provider",
+        "openai",
+        "--url",
+        "localhost:9",
+        "--model",
+        "m",
+    ]);
+    assert_eq!(
+        refused.status.code(),
+        Some(65),
+        "bad settings are invalid input"
+    );
+    through(&["embedder", "g", "--provider", "builtin"]);
     drop(served);
 
     // A provider needs a URL and a model (clap's usage error).

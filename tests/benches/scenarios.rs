@@ -19,6 +19,8 @@ mod fold;
 mod heap;
 #[path = "scenarios/http.rs"]
 mod http;
+#[path = "scenarios/queries.rs"]
+mod queries;
 #[path = "scenarios/reads.rs"]
 mod reads;
 #[path = "scenarios/s3.rs"]
@@ -65,6 +67,8 @@ struct Settings {
     commit_rounds: usize,
     /// Base rows of the branch scenario, and the keys each merge carries.
     branches: (usize, usize),
+    /// Nodes, edges and runs per query of the queries-vs-Kuzu scenario.
+    queries: (usize, usize, usize),
 }
 
 const PRODUCERS: [usize; 3] = [1, 16, 64];
@@ -313,7 +317,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 13] = [
+const GROUPS: [&str; 14] = [
     "load",
     "ingest",
     "fold",
@@ -327,6 +331,7 @@ const GROUPS: [&str; 13] = [
     "write_api",
     "s3",
     "branches",
+    "queries",
 ];
 
 fn main() {
@@ -374,6 +379,7 @@ fn main() {
             commit_depths: &[10, 1_000],
             commit_rounds: 20,
             branches: (10_000, 1_000),
+            queries: (20_000, 100_000, 3),
         }
     } else {
         Settings {
@@ -396,6 +402,7 @@ fn main() {
             commit_depths: &[10, 1_000, 100_000],
             commit_rounds: 100,
             branches: (1_000_000, 1_000),
+            queries: (1_000_000, 5_000_000, 5),
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -499,6 +506,10 @@ fn main() {
         if runs("branches") {
             let (base, changed) = settings.branches;
             branches::costs(base, changed).await;
+        }
+        if runs("queries") {
+            let (nodes, edges, query_runs) = settings.queries;
+            queries::versus_kuzu(nodes, edges, query_runs).await;
         }
         if runs("reads") {
             for &pending in settings.read_pending {

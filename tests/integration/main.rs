@@ -21,6 +21,7 @@ mod load;
 mod patches;
 mod producers;
 mod publisher;
+mod queries;
 mod reads;
 mod recovery;
 mod s3;

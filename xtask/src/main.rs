@@ -237,6 +237,21 @@ fn test(extra: &[String]) -> Result {
 /// virtual environment of the project's own (`target/python-venv`) with the client and
 /// its dependencies installed from PyPI (`python/pyproject.toml`).
 fn python_tests() -> Result {
+    let python = python_venv("test")?;
+    let mut pytest = Command::new(&python);
+    pytest
+        .args(["-m", "pytest", "-q"])
+        .arg(root().join("python").join("tests"))
+        .env(
+            "TRIBUTARY_BIN",
+            target_dir().join("debug").join("tributary"),
+        );
+    run(pytest)
+}
+
+/// The project's virtual environment (`target/python-venv`), made on first use, with the
+/// client and the dependencies of its `extra` (`test`, `bench`) installed from PyPI.
+fn python_venv(extra: &str) -> Result<PathBuf> {
     let venv = target_dir().join("python-venv");
     let python = venv.join("bin").join("python");
     if !python.exists() {
@@ -257,17 +272,9 @@ fn python_tests() -> Result {
             "--disable-pip-version-check",
             "-e",
         ])
-        .arg(format!("{}[test]", root().join("python").display()));
+        .arg(format!("{}[{extra}]", root().join("python").display()));
     run(install)?;
-    let mut pytest = Command::new(&python);
-    pytest
-        .args(["-m", "pytest", "-q"])
-        .arg(root().join("python").join("tests"))
-        .env(
-            "TRIBUTARY_BIN",
-            target_dir().join("debug").join("tributary"),
-        );
-    run(pytest)
+    Ok(python)
 }
 
 fn bench(extra: &[String]) -> Result {
@@ -280,7 +287,12 @@ fn bench(extra: &[String]) -> Result {
         "scenarios",
         "--",
     ])?;
-    scenarios.args(extra).env("TRIBUTARY_TEST_S3", &s3);
+    // The query scenario's peer, Kuzu, runs in the project's Python.
+    let python = python_venv("bench")?;
+    scenarios
+        .args(extra)
+        .env("TRIBUTARY_TEST_S3", &s3)
+        .env("TRIBUTARY_BENCH_PYTHON", &python);
     let records = run_keeping_records(scenarios)?;
     // Only a whole run replaces the kept results: the charts then match their data.
     let whole = !extra

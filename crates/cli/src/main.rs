@@ -7,6 +7,7 @@ mod embedder;
 mod failure;
 mod ingest;
 mod output;
+mod query;
 mod remote;
 mod remote_ingest;
 mod routed_ingest;
@@ -181,6 +182,26 @@ enum Command {
     /// used when none is set, needs no model or network: its vectors are lexical (texts
     /// that share words are near), not semantic.
     Embedder(embedder::EmbedderArgs),
+    /// Ask a graph question in Cypher (a read-only subset), at one commit.
+    ///
+    /// MATCH with node and relationship patterns (labels are the schema's types; `->`,
+    /// `<-` and undirected `-`; bounded variable-length `*1..3`; several patterns,
+    /// comma-separated, or several MATCH), WHERE (comparisons, AND/OR/XOR/NOT, IN, IS
+    /// [NOT] NULL, STARTS WITH, ENDS WITH, CONTAINS), RETURN with DISTINCT, aliases and
+    /// count/sum/min/max/avg/collect (the other items group), ORDER BY, SKIP, LIMIT, and
+    /// `$name` parameters. A node returned whole is one column per field. Writes (CREATE,
+    /// MERGE, SET, DELETE) are refused: write with load or ingest.
+    ///
+    /// Example: tributary query g 'MATCH (a:Person {name: $who})-[:Knows*1..2]->(b)
+    /// RETURN DISTINCT b.name ORDER BY b.name' --param who=ada
+    Query(query::QueryArgs),
+    /// Run SQL over the graph at one commit: one table per node and edge type, named as
+    /// the type ("Person"; an edge type's table has id, src, dst and its properties).
+    /// Read-only; DataFusion's SQL.
+    ///
+    /// Example: tributary sql g 'SELECT p.name, count(*) AS friends FROM Person p JOIN
+    /// Knows k ON k.src = p.id GROUP BY p.name ORDER BY friends DESC LIMIT 5'
+    Sql(query::QueryArgs),
     /// Show the commits of a branch, newest first.
     Log {
         graph: String,
@@ -745,6 +766,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         Command::Completions { .. } | Command::Man { .. } | Command::Openapi => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Embedder(args) => embedder::run(args, &server, format, &mut out).await,
+        Command::Query(args) => {
+            query::run(args, tributary::Language::Cypher, &server, format, &mut out).await
+        }
+        Command::Sql(args) => {
+            query::run(args, tributary::Language::Sql, &server, format, &mut out).await
+        }
         Command::Cleanup { graph, older_than } => {
             let opened = backend::open(&graph, &server).await?;
             let report = opened.cleanup(older_than).await?;

@@ -56,6 +56,13 @@ pub struct ServeArgs {
     /// Seconds a load's whole body may take to arrive (a slow one holds a load place).
     #[arg(long, default_value_t = Limits::default().body_timeout.as_secs())]
     body_timeout: u64,
+    /// Seconds a query (`query`, `sql`) may run before it is stopped and refused.
+    #[arg(long, default_value_t = Limits::default().query_timeout.as_secs())]
+    query_timeout: u64,
+    /// The most rows a query answers; a query returning more is refused (it says to add
+    /// LIMIT), never cut short.
+    #[arg(long, default_value_t = Limits::default().max_query_rows)]
+    max_query_rows: usize,
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
     /// Clients that do not trust its issuer pass it to --ca-cert.
     #[arg(long, requires = "tls_key")]
@@ -142,6 +149,8 @@ pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<
                 args.ingest_idle_timeout.clamp(1, 86_400),
             ),
             body_timeout: std::time::Duration::from_secs(args.body_timeout.clamp(1, 86_400)),
+            query_timeout: std::time::Duration::from_secs(args.query_timeout.clamp(1, 86_400)),
+            max_query_rows: args.max_query_rows.max(1),
             ..Limits::default()
         },
     };

@@ -76,6 +76,10 @@ pub enum Error {
     #[snafu(display("search needs k of at least 1"))]
     ZeroResults,
 
+    /// A query refused (with its place in the text) or failed while it ran.
+    #[snafu(display("{source}"))]
+    Query { source: tributary_query::Error },
+
     /// Lance sizes a search's buffers by `k`: a huge one could exhaust memory.
     #[snafu(display("k = {k} is over the bound of {max} results a search returns"))]
     TooManyResults { k: usize, max: usize },
@@ -359,6 +363,8 @@ impl Error {
             Error::ProducerTakenOver { .. } => ErrorKind::Fenced,
             Error::Embed { source } if source.is_transient() => ErrorKind::Unavailable,
             Error::Embed { .. } => ErrorKind::InvalidInput,
+            Error::Query { source } if source.is_invalid_input() => ErrorKind::InvalidInput,
+            Error::Query { .. } => ErrorKind::Internal,
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
             Error::NoSuchNode { .. } => ErrorKind::NoRow,

@@ -9,8 +9,8 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, FoldOutcome, Graph, IngestStatus,
-    LoadOptions, LoadOutcome, MergeOutcome, ReadOptions, RejectPolicy, Result, SchemaOutcome,
-    SearchQuery, View,
+    LoadOptions, LoadOutcome, MergeOutcome, QueryRequest, ReadOptions, RejectPolicy, Result,
+    SchemaOutcome, SearchQuery, View,
 };
 
 #[async_trait::async_trait]
@@ -43,6 +43,10 @@ pub trait GraphOps: Send + Sync {
         k: usize,
         view: &View,
     ) -> Result<RecordBatch>;
+
+    /// A Cypher or SQL query over every node and edge type at one snapshot (or
+    /// `explain`: what it would run).
+    async fn query(&self, request: &QueryRequest) -> Result<RecordBatch>;
 
     /// Commits of `branch`, newest first.
     async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>>;
@@ -125,6 +129,10 @@ impl GraphOps for Graph {
         view: &View,
     ) -> Result<RecordBatch> {
         Graph::search(self, type_name, query, k, view.clone()).await
+    }
+
+    async fn query(&self, request: &QueryRequest) -> Result<RecordBatch> {
+        Graph::query(self, request).await
     }
 
     async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {

@@ -83,10 +83,10 @@ pub enum SearchQuery {
 
 /// One table opened for a read: the snapshot's version and, when fresh, the warm writer
 /// whose memtables the read also sees (held so the reader can borrow it).
-struct OpenTable {
-    base: lance::Dataset,
+pub(crate) struct OpenTable {
+    pub(crate) base: lance::Dataset,
     fresh: bool,
-    writer: Option<Arc<TableWriter>>,
+    pub(crate) writer: Option<Arc<TableWriter>>,
 }
 
 impl OpenTable {
@@ -319,7 +319,7 @@ impl Graph {
         })
     }
 
-    async fn open_for_read(
+    pub(crate) async fn open_for_read(
         &self,
         snapshot: &CommitRecord,
         ty: &TypeDef,

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error, ErrorKind, FoldOutcome,
-    GraphOps, IngestStatus, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, ReadOptions,
-    RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
+    GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome, MergeOutcome,
+    QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -211,6 +211,22 @@ impl<T: Transport> GraphOps for T {
             SearchQuery::Similar(text) => request.query("similar", text),
         };
         rows(self.send(request.query("k", k).rows()).await?)
+    }
+
+    async fn query(&self, request: &QueryRequest) -> Result<RecordBatch> {
+        let path = match request.language {
+            Language::Cypher => "/query",
+            Language::Sql => "/sql",
+        };
+        let body = serde_json::json!({
+            "query": request.text,
+            "params": request.params,
+            "explain": request.explain,
+            "max_rows": request.max_rows,
+        });
+        let mut wire = WireRequest::post(path).view(&request.view).rows();
+        wire.body = Some(body.to_string());
+        rows(self.send(wire).await?)
     }
 
     async fn log(&self, branch: &str, limit: usize) -> Result<Vec<CommitRecord>> {

@@ -18,6 +18,7 @@ mod ingest;
 mod lines;
 mod metrics;
 pub mod openapi;
+mod query;
 mod routes;
 mod tls;
 
@@ -62,6 +63,11 @@ pub struct Limits {
     pub ingest_idle_timeout: std::time::Duration,
     /// How long a load's (or a schema's) whole body may take to arrive.
     pub body_timeout: std::time::Duration,
+    /// How long a query may run before it is stopped (and answered 400: it would run as
+    /// long again).
+    pub query_timeout: std::time::Duration,
+    /// The most rows a query answers; more is an error that says to add LIMIT.
+    pub max_query_rows: usize,
 }
 
 impl Default for Limits {
@@ -78,6 +84,8 @@ impl Default for Limits {
             header_read_timeout: std::time::Duration::from_secs(10),
             ingest_idle_timeout: std::time::Duration::from_secs(60),
             body_timeout: std::time::Duration::from_secs(60),
+            query_timeout: std::time::Duration::from_secs(60),
+            max_query_rows: 1_000_000,
         }
     }
 }

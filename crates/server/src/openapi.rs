@@ -12,14 +12,14 @@ use utoipa::openapi::{Content, OpenApi, Ref};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{branches, embedder, ingest, routes as handlers, AppState};
+use crate::{branches, embedder, ingest, query, routes as handlers, AppState};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
     info(
         title = "Tributary",
         description = "Graphs under one root, by folder name. Auth: `Authorization: Bearer TOKEN` \
-            when the server has tokens (read scope for GET, write scope for POST and DELETE). \
+            when the server has tokens (read scope for GET and for the read-only `query` and `sql` POSTs, write scope for other POSTs and DELETE). \
             Every error answers with an `Error` body: a machine-readable `kind`, a message, and \
             for a refused load the bad lines."
     ),
@@ -50,6 +50,8 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(handlers::get_one))
             .routes(routes!(handlers::neighbors))
             .routes(routes!(handlers::search))
+            .routes(routes!(query::cypher))
+            .routes(routes!(query::sql))
             .routes(routes!(handlers::commits))
             .routes(routes!(handlers::schema, handlers::apply_schema))
             .routes(routes!(embedder::show, embedder::set))

@@ -27,7 +27,7 @@ use crate::AppState;
 pub use tributary::wire::ARROW_STREAM;
 
 /// Rows as a JSON array of objects, or as an Arrow IPC stream when asked for.
-fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> {
+pub(crate) fn rows(headers: &HeaderMap, batch: &RecordBatch) -> Result<Response, ApiError> {
     let wants_arrow = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

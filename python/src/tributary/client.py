@@ -469,6 +469,61 @@ class Graph:
         )
         return self._arrow(f"/search/{_segment(type_name)}", params)
 
+    def query(
+        self,
+        text: str,
+        *,
+        params: Optional[Dict[str, Any]] = None,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+        explain: bool = False,
+        max_rows: Optional[int] = None,
+    ) -> pa.Table:
+        """A Cypher query (a read-only subset) at one commit: ``MATCH (a:Person {name:
+        $who})-[:Knows*1..2]->(b) RETURN DISTINCT b.name`` with ``params={"who": "ada"}``.
+        ``fresh`` adds rows ingested and not folded yet; ``explain`` answers what the
+        query would run (``step``, ``plan``) instead of its rows. More rows than
+        ``max_rows`` (or the server's cap) raise :class:`tributary.InvalidInput`."""
+        return self._query("/query", text, params, fresh, branch, commit, explain, max_rows)
+
+    def sql(
+        self,
+        text: str,
+        *,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+        explain: bool = False,
+        max_rows: Optional[int] = None,
+    ) -> pa.Table:
+        """SQL at one commit over one table per node and edge type, named as the type
+        (``SELECT name FROM Person``; an edge type's table has ``id``, ``src``, ``dst``)."""
+        return self._query("/sql", text, None, fresh, branch, commit, explain, max_rows)
+
+    def _query(
+        self,
+        path: str,
+        text: str,
+        params: Optional[Dict[str, Any]],
+        fresh: bool,
+        branch: Optional[str],
+        commit: Optional[str],
+        explain: bool,
+        max_rows: Optional[int],
+    ) -> pa.Table:
+        body: Dict[str, Any] = {"query": text, "params": params or {}, "explain": explain}
+        if max_rows is not None:
+            body["max_rows"] = max_rows
+        response = self._client._send(
+            "POST",
+            self._base + path,
+            params=_params(fresh=fresh, branch=branch, commit=commit),
+            content=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "accept": ARROW_STREAM},
+        )
+        return _table(response)
+
     def rejects(self, *, branch: Optional[str] = None) -> pa.Table:
         """The dead letters: rows folds could not apply, with why."""
         return self._arrow("/rejects", _params(branch=branch))

@@ -161,7 +161,7 @@ async fn fresh_ids(server: &Server) -> BTreeSet<String> {
 async fn every_documented_operation_is_answered_by_its_handler() {
     let document = openapi::document();
     let operations = openapi::operations_of(&document);
-    assert_eq!(operations.len(), 24, "{operations:?}");
+    assert_eq!(operations.len(), 26, "{operations:?}");
     // Every answer names its types: none is an untyped object but rows and the document.
     let text = document.to_json().unwrap();
     for schema in [
@@ -217,6 +217,14 @@ async fn every_documented_operation_is_answered_by_its_handler() {
         parameters,
         ["id", "type", "filter", "select", "limit", "branch", "commit", "fresh"]
     );
+    for query in ["/graphs/{id}/query", "/graphs/{id}/sql"] {
+        assert_eq!(names(query, "post"), ["id", "branch", "commit", "fresh"]);
+        assert_eq!(
+            json["paths"][query]["post"]["requestBody"]["content"]["application/json"]["schema"]
+                ["$ref"],
+            "#/components/schemas/QueryBody"
+        );
+    }
 
     // The committed copy, for readers without a server, is the generated document.
     let committed = include_str!("../../../crates/server/openapi.json");
@@ -706,5 +714,106 @@ fn error_kinds_have_one_wire_name_status_and_exit_code() {
     assert_eq!(
         ErrorKind::TooLarge.exit_code(),
         ErrorKind::InvalidInput.exit_code()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn queries_answer_rows_within_the_servers_cap_and_time() {
+    let limits = Limits {
+        max_query_rows: 2,
+        ..Limits::default()
+    };
+    let server = start(None, limits).await;
+    let loaded = server
+        .post(
+            "/graphs/g/load",
+            ndjson(&[person("ada", 36), person("bob", 41), person("cy", 29)]),
+        )
+        .await;
+    assert_eq!(loaded.status(), StatusCode::OK);
+    let ask = |path: &'static str, body: Value| {
+        let request = server.client.post(server.url(path)).json(&body);
+        async move { request.send().await.unwrap() }
+    };
+    let answer = ask(
+        "/graphs/g/query",
+        serde_json::json!({"query": "MATCH (p:Person) WHERE p.age > $min RETURN p.name ORDER BY p.name", "params": {"min": 30}}),
+    )
+    .await;
+    assert_eq!(answer.status(), StatusCode::OK);
+    let rows: Value = answer.json().await.unwrap();
+    assert_eq!(
+        rows,
+        serde_json::json!([{"p.name": "ada"}, {"p.name": "bob"}])
+    );
+    let sql = ask(
+        "/graphs/g/sql",
+        serde_json::json!({"query": "SELECT name FROM Person ORDER BY name LIMIT 1"}),
+    )
+    .await;
+    assert_eq!(
+        sql.json::<Value>().await.unwrap(),
+        serde_json::json!([{"name": "ada"}])
+    );
+    // More rows than the cap: refused, naming the cap, never cut short.
+    let over = ask(
+        "/graphs/g/query",
+        serde_json::json!({"query": "MATCH (p:Person) RETURN p.name"}),
+    )
+    .await;
+    assert_eq!(over.status(), StatusCode::BAD_REQUEST);
+    let body: Value = over.json().await.unwrap();
+    assert_eq!(body["kind"], "invalid_input", "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("more than 2 rows"),
+        "{body}"
+    );
+    // A refusal names its place; a body that is not a query says what one is.
+    let refused = ask(
+        "/graphs/g/query",
+        serde_json::json!({"query": "MATCH (p:Persn) RETURN p"}),
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let body: Value = refused.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("line 1, column 10: unknown node type `Persn`"),
+        "{body}"
+    );
+    let malformed = server.post("/graphs/g/query", "MATCH (p) RETURN p").await;
+    assert_eq!(malformed.status(), StatusCode::BAD_REQUEST);
+    let body: Value = malformed.json().await.unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("\"query\""),
+        "{body}"
+    );
+
+    // A query past the server's time is stopped and refused.
+    let hurried = start(
+        None,
+        Limits {
+            query_timeout: Duration::ZERO,
+            ..Limits::default()
+        },
+    )
+    .await;
+    let late = hurried
+        .client
+        .post(hurried.url("/graphs/g/query"))
+        .json(&serde_json::json!({"query": "MATCH (p:Person) RETURN count(*)"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(late.status(), StatusCode::BAD_REQUEST);
+    let body: Value = late.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("ran past this server's limit"),
+        "{body}"
     );
 }

@@ -283,6 +283,29 @@ fn remote_commands_print_what_embedded_ones_print() {
         vec!["schema", "GRAPH"],
         vec!["rejects", "GRAPH"],
         vec!["ingest", "status", "GRAPH"],
+        vec![
+            "query",
+            "GRAPH",
+            "MATCH (p:Person)-[:WorksAt]->(c:Company) RETURN c.name AS company, count(*) AS people ORDER BY people DESC, company LIMIT 3",
+        ],
+        vec![
+            "query",
+            "GRAPH",
+            "MATCH (a:Person {name: $who})-[:Knows*1..2]->(b) RETURN DISTINCT b.name ORDER BY b.name",
+            "--param",
+            "who=person-0005",
+            "--format",
+            "csv",
+        ],
+        vec![
+            "query",
+            "GRAPH",
+            "MATCH (p:Person) WHERE p.name STARTS WITH 'river' RETURN p.name, p.age ORDER BY p.name",
+            "--fresh",
+            "--format",
+            "json",
+        ],
+        vec!["sql", "GRAPH", "SELECT count(*) AS n FROM Knows"],
     ];
     for args in reads {
         let here: Vec<&str> = args
@@ -321,6 +344,18 @@ fn remote_commands_print_what_embedded_ones_print() {
     let local_bad = run(&["read", &path, "Person", "--filter", "nope = 1"]);
     assert_eq!(bad.status.code(), local_bad.status.code());
     assert_eq!(bad.stderr, local_bad.stderr);
+    // A refused query reads the same, with its place, here and through the server.
+    let query = "MATCH (p:Persn) RETURN p.name";
+    let bad = run(&["query", "g", query, "--server", &served.url]);
+    let local_bad = run(&["query", &path, query]);
+    assert_eq!(bad.status.code(), Some(65));
+    assert_eq!(local_bad.status.code(), Some(65));
+    assert_eq!(bad.stderr, local_bad.stderr);
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        said.contains("line 1, column 10: unknown node type `Persn` (did you mean `Person`?)"),
+        "{said}"
+    );
     let cleaned = remote(&["cleanup", "g", "--older-than", "7d", "--format", "ndjson"]);
     assert!(cleaned.contains("wal_entries"), "{cleaned}");
 }

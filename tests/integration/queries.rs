@@ -210,14 +210,32 @@ async fn an_anchored_query_filters_the_edge_scan_on_its_key() {
     };
     let plan = graph.query(&request).await.unwrap();
     let steps = strings(&plan, "step");
-    assert_eq!(steps, ["sql", "logical plan", "physical plan"]);
-    let physical = &strings(&plan, "plan")[2];
-    // The anchor reaches Lance's scan of the edge table as its filter; no node table.
+    assert_eq!(
+        steps,
+        ["sql", "read by key", "logical plan", "physical plan"]
+    );
+    let plans = strings(&plan, "plan");
+    // The anchor's edges are read by key, through Lance's `src` index, before the join;
+    // no node table is read at all.
+    assert_eq!(plans[1], "Knows AS __expanded__e1: src IN 1 key -> 1 edge");
+    assert!(!plans[0].contains("\"Person\""), "{}", plans[0]);
+    assert!(!plans[3].contains("Lance"), "{}", plans[3]);
+    // Without an anchor, the filter and the columns go into Lance's scan.
+    let request = QueryRequest {
+        explain: true,
+        ..QueryRequest::cypher("MATCH (p:Person) WHERE p.age > 40 RETURN p.name")
+    };
+    let physical = &strings(&graph.query(&request).await.unwrap(), "plan")[2];
     assert!(
-        physical.contains("src = Utf8(\"ada\")") || physical.contains("src = ada"),
+        physical.contains("full_filter=age > Int32(40)"),
         "{physical}"
     );
-    assert!(!physical.contains("Person"), "{physical}");
+    // Where the store keeps the table is not said: the table is.
+    assert!(
+        physical.contains("uri=nodes/Person.lance/data"),
+        "{physical}"
+    );
+    assert!(!physical.contains("tmp"), "{physical}");
     let answer = graph
         .query(&QueryRequest::cypher(
             "MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN count(b)",

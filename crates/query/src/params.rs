@@ -43,8 +43,10 @@ pub(crate) fn json_sql(name: &str, value: &Value) -> Result<String> {
                 .collect::<Result<_>>()?;
             format!("make_array({})", items.join(", "))
         }
-        Value::Object(_) => return Err(Error::refused(format!(
+        Value::Object(_) => {
+            return Err(Error::refused(format!(
             "parameter `${name}` is a map: a parameter is a string, number, boolean, null or list"
-        ))),
+        )))
+        }
     })
 }

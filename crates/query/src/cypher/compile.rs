@@ -1166,13 +1166,15 @@ impl<'q, 'c> Compiler<'q, 'c> {
                     .iter()
                     .map(|v| crate::params::json_sql(&name.name, v))
                     .collect::<Result<_>>()?,
-                Some(_) => return self.error(
-                    name.at,
-                    format!(
+                Some(_) => {
+                    return self.error(
+                        name.at,
+                        format!(
                         "`IN ${}` needs a list: pass it as JSON, e.g. `--param {}='[\"a\",\"b\"]'`",
                         name.name, name.name
                     ),
-                ),
+                    )
+                }
                 None => return Err(self.missing_param(name)),
             },
             other => {

@@ -186,7 +186,7 @@ enum Command {
     ///
     /// MATCH with node and relationship patterns (labels are the schema's types; `->`,
     /// `<-` and undirected `-`; bounded variable-length `*1..3`; several patterns,
-    /// comma-separated, or several MATCH), WHERE (comparisons, AND/OR/XOR/NOT, IN, IS
+    /// comma-separated, or several MATCH, then OPTIONAL MATCH), WHERE (comparisons, AND/OR/XOR/NOT, IN, IS
     /// [NOT] NULL, STARTS WITH, ENDS WITH, CONTAINS), RETURN with DISTINCT, aliases and
     /// count/sum/min/max/avg/collect (the other items group), ORDER BY, SKIP, LIMIT, and
     /// `$name` parameters. A node returned whole is one column per field. Writes (CREATE,

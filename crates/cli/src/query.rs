@@ -12,6 +12,7 @@ use crate::ViewArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct QueryArgs {
+    /// The graph: its folder or URI (`s3://…`), or with --server its id there.
     graph: String,
     /// The query; `-` reads it from standard input.
     query: String,

@@ -62,9 +62,26 @@ impl Error {
     }
 }
 
-/// DataFusion's message without its own backtrace or nesting noise.
+/// DataFusion's message without its nesting, and without the source locations Lance
+/// puts in its errors (`…, /path/to/file.rs:12:34`): a user reads what went wrong, not
+/// where in a library.
 fn describe(source: &DataFusionError) -> String {
-    source.find_root().message().into_owned()
+    without_locations(&source.find_root().message())
+}
+
+pub(crate) fn without_locations(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(".rs:") {
+        let start = rest[..at].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let end = rest[at + 4..]
+            .find(|c: char| !(c.is_ascii_digit() || c == ':'))
+            .map_or(rest.len(), |i| at + 4 + i);
+        out.push_str(rest[..start].trim_end().trim_end_matches(','));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Line and column (from 1, columns in characters) of byte offset `at`.

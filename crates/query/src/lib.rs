@@ -83,7 +83,25 @@ pub async fn run(
 ) -> Result<RecordBatch> {
     let compiled = prepare(language, text, catalog, params)?;
     tables.expand(&compiled.expansions).await?;
-    tables.run(&compiled.sql, max_rows).await
+    let rows = tables.run(&compiled.sql, max_rows).await?;
+    named(rows, &compiled.columns)
+}
+
+/// `rows` with its columns named `names` (a Cypher query's columns as written); as they
+/// are when no names are given (SQL's).
+fn named(rows: RecordBatch, names: &[String]) -> Result<RecordBatch> {
+    if names.is_empty() || names.len() != rows.num_columns() {
+        return Ok(rows);
+    }
+    let fields: Vec<Field> = rows
+        .schema()
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(field, name)| field.as_ref().clone().with_name(name))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), rows.columns().to_vec())
+        .map_err(|e| Error::refused(format!("cannot name the query's columns: {e}")))
 }
 
 /// What a query runs, as rows (`step`, `plan`): the SQL a Cypher query compiles to, the

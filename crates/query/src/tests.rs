@@ -149,6 +149,18 @@ const CYPHER: &[(&str, &[&str])] = &[
     ("MATCH (p:Person) WHERE p.age >= $min RETURN p.name", &["bob", "eve"]),
     ("MATCH (p:Person) WHERE p.name IN $names RETURN p.name", &["bob", "cy"]),
     ("match (p:Person) where p.age < 30 return p.name as young", &["cy"]),
+    // A variable-length path's edges are not reused by the clause's other relationships.
+    ("MATCH (a:Person {name: 'ada'})-[:Knows*1..1]->(b)-[r:Knows]-(c) RETURN b.name, c.name", &["bob|cy", "cy|bob", "cy|dee"]),
+    ("MATCH (p:Person) RETURN DISTINCT p.age ORDER BY p.age", &["29", "36", "41", "50", "null"]),
+    ("MATCH (p:Person) RETURN DISTINCT toLower(p.name) ORDER BY toLower(p.name) LIMIT 2", &["ada", "bob"]),
+    ("MATCH (p:Person) WHERE p.age IS NULL RETURN sum(p.age) AS s, count(p.age) AS n", &["0|0"]),
+    ("MATCH (p:Person) WHERE 30 <= p.age <= 41 RETURN p.name", &["ada", "bob"]),
+    ("MATCH (p:Person {name: 'ada'}) RETURN p.name + '!' AS shout", &["ada!"]),
+    ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c:Company) RETURN p.name, c.name", &["ada|acme", "bob|acme", "cy|globex", "dee|null", "eve|null"]),
+    ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c) RETURN p.name, count(c) AS jobs ORDER BY p.name", &["ada|1", "bob|1", "cy|1", "dee|0", "eve|0"]),
+    ("MATCH (p:Person) OPTIONAL MATCH (p)-[:Knows]->(q:Person) WHERE q.age > 40 RETURN p.name, q.name", &["ada|bob", "bob|null", "cy|null", "dee|null", "eve|null"]),
+    ("MATCH (c:Company {name: 'globex'}) OPTIONAL MATCH (p:Person)-[:WorksAt]->(c) RETURN c.name, p", &["globex|cy|29"]),
+    ("MATCH (c:Company) OPTIONAL MATCH (c)<-[:WorksAt]-(p:Person) OPTIONAL MATCH (p)-[:Knows]->(q {name: 'dee'}) RETURN c.name, p.name, q.name ORDER BY c.name, p.name", &["acme|ada|null", "acme|bob|null", "globex|cy|dee"]),
     ("MATCH (p:Person)-[:WorksAt]->(c:Company) RETURN c.name AS company, avg(p.age) AS age ORDER BY company", &["acme|38.5", "globex|29.0"]),
 ];
 
@@ -236,8 +248,18 @@ const REFUSALS: &[(&str, &str)] = &[
     ("MATCH (p:Person) WITH p RETURN p", "`WITH` is not in the supported Cypher subset"),
     ("MATCH (p:Person) UNWIND [1] AS x RETURN x", "`UNWIND` is not in the supported Cypher subset"),
     ("MATCH (p:Person) WHERE p.age > $min RETURN p.name", "parameter `$min` has no value: pass `--param min=VALUE`"),
-    ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c) RETURN c.name", "`OPTIONAL MATCH` is not in the supported subset yet"),
-    ("MATCH (x) RETURN x", "the node `x` needs a type"),
+    ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c) MATCH (c)<-[:WorksAt]-(x) RETURN x.name", "line 1, column 53: a `MATCH` after an `OPTIONAL MATCH` is not in the supported subset"),
+    ("OPTIONAL MATCH (p:Person) RETURN p.name", "a query starts with a `MATCH`"),
+    ("MATCH (a:Person)-[k:Knows]->(b:Person) OPTIONAL MATCH (b)-[k]->(c) RETURN c.name", "may share nodes only"),
+    ("MATCH (x) RETURN x", "the node `x` needs a type: write it as `(x:Person)`"),
+    ("MATCH (a:Person)-[r]-(b) RETURN b", "line 1, column 17: this relationship needs a type (its ends do not say which)"),
+    ("MATCH (a:Person)-[:Knows*1..2 {since: 2010}]->(b) RETURN b.name", "properties on a variable-length relationship are not in the supported subset"),
+    ("MATCH (a:Person {name: 'ada'})-[:WorksAt*2..2]-(c) RETURN c.name", "an undirected variable-length path over it alternates the two"),
+    ("MATCH (p:Person) RETURN size(p.age)", "`size` takes text or a list"),
+    ("MATCH (p:Person) WHERE p.name = 1 RETURN p.age", "line 1, column 33: `p.name` is text and `1` is a number: they never compare"),
+    ("MATCH (p:Person) WHERE p.age IN ['36'] RETURN p.name", "`p.age` is a number and `'36'` is text"),
+    ("MATCH (p:Person) RETURN DISTINCT p.name ORDER BY p.age", "line 1, column 50: with `RETURN DISTINCT`, `ORDER BY` takes what is returned"),
+    ("MATCH (p:Person) RETURN p.name, p", "two columns are named `p.name` (a node returned whole is a column per field)"),
     ("MATCH (p:Knows) RETURN p", "`Knows` is an edge type"),
     ("MATCH (p:Person)-[:Person]->(q) RETURN q", "`Person` is a node type: a relationship takes an edge type"),
     ("MATCH (p:Person) RETURN foo(p.name)", "unknown function `foo`"),
@@ -358,4 +380,19 @@ fn parameters_from_the_command_line_read_as_json_or_as_strings() {
     );
     assert!(crate::parse_assignment("nothing").is_err());
     assert!(crate::parse_assignment("bad-name=1").is_err());
+}
+
+#[test]
+fn source_locations_are_not_in_messages() {
+    let said = crate::error::without_locations(
+        "Cast error: Cannot cast string 'x' to value of Int32 type, /root/.cargo/registry/src/lance-14.0.2/src/io/exec/filtered_read.rs:1666:33 (in a scan)",
+    );
+    assert_eq!(
+        said,
+        "Cast error: Cannot cast string 'x' to value of Int32 type (in a scan)"
+    );
+    assert_eq!(
+        crate::error::without_locations("no location here"),
+        "no location here"
+    );
 }

@@ -45,7 +45,7 @@ pub struct QueryBody {
 ///
 /// `MATCH` (node and relationship patterns; labels are the schema's types; directed,
 /// undirected and bounded variable-length `*min..max` relationships; comma-separated
-/// patterns), `WHERE`, `RETURN` (`DISTINCT`, aliases, `count/sum/min/max/avg/collect`),
+/// patterns; then `OPTIONAL MATCH`), `WHERE`, `RETURN` (`DISTINCT`, aliases, `count/sum/min/max/avg/collect`),
 /// `ORDER BY`, `SKIP`, `LIMIT`, `$parameters`. Writes are refused: write with load or
 /// ingest. `branch`/`commit` choose the snapshot; `fresh=true` adds what is ingested and
 /// not folded yet.

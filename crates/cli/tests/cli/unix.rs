@@ -16,6 +16,8 @@ fn every_command_has_help() {
         "get",
         "neighbors",
         "search",
+        "query",
+        "sql",
         "log",
         "schema",
         "rejects",

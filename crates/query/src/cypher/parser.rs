@@ -433,6 +433,8 @@ impl Parser<'_> {
 
     fn comparison(&mut self) -> Result<Expr> {
         let mut left = self.additive()?;
+        // `a < b <= c` is `a < b AND b <= c`: the last comparison's right side.
+        let mut chained: Option<Expr> = None;
         loop {
             let op = match self.peek() {
                 Tok::Eq => Some(BinaryOp::Eq),
@@ -452,9 +454,18 @@ impl Parser<'_> {
             if let Some(op) = op {
                 self.bump();
                 let right = self.additive()?;
-                left = Expr::Binary(op, Box::new(left), Box::new(right));
+                left = match chained.take() {
+                    Some(middle) => Expr::Binary(
+                        BinaryOp::And,
+                        Box::new(left),
+                        Box::new(Expr::Binary(op, Box::new(middle), Box::new(right.clone()))),
+                    ),
+                    None => Expr::Binary(op, Box::new(left), Box::new(right.clone())),
+                };
+                chained = Some(right);
                 continue;
             }
+            chained = None;
             if self.is_keyword("IS") {
                 self.bump();
                 let negated = self.eat_keyword("NOT");

@@ -148,6 +148,7 @@ const CYPHER: &[(&str, &[&str])] = &[
     ("MATCH (p:Person {name: 'ada'}) RETURN id(p), toUpper(p.name) AS shout, p.age + 1 AS next", &["ada|ADA|37"]),
     ("MATCH (p:Person) WHERE p.age >= $min RETURN p.name", &["bob", "eve"]),
     ("MATCH (p:Person) WHERE p.name IN $names RETURN p.name", &["bob", "cy"]),
+    ("MATCH (p:Person) WHERE p.age IN $ages RETURN p.name", &["ada"]),
     ("match (p:Person) where p.age < 30 return p.name as young", &["cy"]),
     // A variable-length path's edges are not reused by the clause's other relationships.
     ("MATCH (a:Person {name: 'ada'})-[:Knows*1..1]->(b)-[r:Knows]-(c) RETURN b.name, c.name", &["bob|cy", "cy|bob", "cy|dee"]),
@@ -160,6 +161,8 @@ const CYPHER: &[(&str, &[&str])] = &[
     ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c) RETURN p.name, count(c) AS jobs ORDER BY p.name", &["ada|1", "bob|1", "cy|1", "dee|0", "eve|0"]),
     ("MATCH (p:Person) OPTIONAL MATCH (p)-[:Knows]->(q:Person) WHERE q.age > 40 RETURN p.name, q.name", &["ada|bob", "bob|null", "cy|null", "dee|null", "eve|null"]),
     ("MATCH (c:Company {name: 'globex'}) OPTIONAL MATCH (p:Person)-[:WorksAt]->(c) RETURN c.name, p", &["globex|cy|29"]),
+    ("MATCH (p:Person {name: 'dee'}) OPTIONAL MATCH (p)-[r:WorksAt]->(c) RETURN type(r) AS t, count(*) AS n", &["null|1"]),
+    ("MATCH (a:Person)-[k:Knows]->(b:Person) OPTIONAL MATCH (b)-[:WorksAt]->(c) WHERE k.since > 2015 RETURN a.name, b.name, c.name", &["ada|bob|null", "ada|cy|globex", "bob|cy|null", "cy|dee|null", "dee|ada|null", "eve|ada|null"]),
     ("MATCH (c:Company) OPTIONAL MATCH (c)<-[:WorksAt]-(p:Person) OPTIONAL MATCH (p)-[:Knows]->(q {name: 'dee'}) RETURN c.name, p.name, q.name ORDER BY c.name, p.name", &["acme|ada|null", "acme|bob|null", "globex|cy|dee"]),
     ("MATCH (p:Person)-[:WorksAt]->(c:Company) RETURN c.name AS company, avg(p.age) AS age ORDER BY company", &["acme|38.5", "globex|29.0"]),
 ];
@@ -169,6 +172,8 @@ async fn each_construct_answers_its_rows() {
     let params: Params = [
         ("min".to_owned(), json!(41)),
         ("names".to_owned(), json!(["bob", "cy"])),
+        ("ages".to_owned(), json!([36, 7])),
+        ("texts".to_owned(), json!(["x"])),
     ]
     .into_iter()
     .collect();
@@ -247,6 +252,7 @@ const REFUSALS: &[(&str, &str)] = &[
     ("MATCH (p:Person) RETURN q.name", "line 1, column 25: unknown variable `q` (did you mean `p`?); the query binds p"),
     ("MATCH (p:Person) WITH p RETURN p", "`WITH` is not in the supported Cypher subset"),
     ("MATCH (p:Person) UNWIND [1] AS x RETURN x", "`UNWIND` is not in the supported Cypher subset"),
+    ("MATCH (p:Person) WHERE p.age IN $texts RETURN p.name", "`p.age` is a number and `'x'` is text"),
     ("MATCH (p:Person) WHERE p.age > $min RETURN p.name", "parameter `$min` has no value: pass `--param min=VALUE`"),
     ("MATCH (p:Person) OPTIONAL MATCH (p)-[:WorksAt]->(c) MATCH (c)<-[:WorksAt]-(x) RETURN x.name", "line 1, column 53: a `MATCH` after an `OPTIONAL MATCH` is not in the supported subset"),
     ("OPTIONAL MATCH (p:Person) RETURN p.name", "a query starts with a `MATCH`"),
@@ -259,6 +265,8 @@ const REFUSALS: &[(&str, &str)] = &[
     ("MATCH (p:Person) WHERE p.name = 1 RETURN p.age", "line 1, column 33: `p.name` is text and `1` is a number: they never compare"),
     ("MATCH (p:Person) WHERE p.age IN ['36'] RETURN p.name", "`p.age` is a number and `'36'` is text"),
     ("MATCH (p:Person) RETURN DISTINCT p.name ORDER BY p.age", "line 1, column 50: with `RETURN DISTINCT`, `ORDER BY` takes what is returned"),
+    ("MATCH (p:Person {age: 'x'}) RETURN p.name", "`p.age` is a number and `'x'` is text"),
+    ("MATCH (a:Person)-[:Knows]->(b) RETURN a.name, count(*) ORDER BY b.name", "with an aggregate in `RETURN`, `ORDER BY` takes what is returned"),
     ("MATCH (p:Person) RETURN p.name, p", "two columns are named `p.name` (a node returned whole is a column per field)"),
     ("MATCH (p:Knows) RETURN p", "`Knows` is an edge type"),
     ("MATCH (p:Person)-[:Person]->(q) RETURN q", "`Person` is a node type: a relationship takes an edge type"),
@@ -281,8 +289,9 @@ const REFUSALS: &[(&str, &str)] = &[
 
 #[tokio::test]
 async fn refusals_say_what_and_where() {
+    let params: Params = [("texts".to_owned(), json!(["x"]))].into_iter().collect();
     for (query, message) in REFUSALS {
-        let error = ask(Language::Cypher, query, &Params::new())
+        let error = ask(Language::Cypher, query, &params)
             .await
             .err()
             .unwrap_or_else(|| panic!("{query}: answered, and should be refused"));

@@ -390,7 +390,8 @@ impl<'q, 'c> Compiler<'q, 'c> {
     ) -> Result<()> {
         let mut exprs: Vec<&Expr> = Vec::new();
         for m in matches {
-            exprs.extend(m.filter.iter());
+            // An OPTIONAL MATCH's WHERE is read where it is joined (see `optional`).
+            exprs.extend(m.filter.iter().filter(|_| !m.optional));
             for pattern in &m.patterns {
                 for node in
                     std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1))

@@ -64,10 +64,14 @@ impl<'q, 'c> Compiler<'q, 'c> {
             Expr::Binary(op, left, right) => {
                 let l = self.expr(left, aliases)?;
                 if *op == BinaryOp::In {
-                    if let Expr::List(items, _) = right.as_ref() {
-                        for item in items {
-                            self.check_comparable(BinaryOp::Eq, left, item)?;
+                    match right.as_ref() {
+                        Expr::List(items, _) => {
+                            for item in items {
+                                self.check_comparable(BinaryOp::Eq, left, item)?;
+                            }
                         }
+                        Expr::Param(name) => self.check_list_param(left, name)?,
+                        _ => {}
                     }
                     return self.in_list(l, right, aliases);
                 }
@@ -225,7 +229,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
                     );
                 }
                 let ty = binding.ty.map(|t| t.name.clone()).unwrap_or_default();
-                return Ok(string_literal(&ty));
+                // Null where an OPTIONAL MATCH found no relationship.
+                let id = self.identity(var)?;
+                return Ok(format!(
+                    "CASE WHEN {id} IS NULL THEN NULL ELSE {} END",
+                    string_literal(&ty)
+                ));
             }
             ("id" | "type", _) => {
                 return self.error(name.at, format!("`{function}` takes a variable"));
@@ -304,13 +313,13 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
     }
 
-    fn is_text(&self, expr: &Expr) -> bool {
+    pub(super) fn is_text(&self, expr: &Expr) -> bool {
         self.kind_of(expr) == Some(Kind::Text)
     }
 
     /// A comparison of text with a number (or a boolean with either) is refused: it is
     /// never true, and is almost always a slip (`age = '36'`, `name = 1`).
-    fn check_comparable(&self, op: BinaryOp, left: &Expr, right: &Expr) -> Result<()> {
+    pub(super) fn check_comparable(&self, op: BinaryOp, left: &Expr, right: &Expr) -> Result<()> {
         if !matches!(
             op,
             BinaryOp::Eq | BinaryOp::Ne | BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
@@ -338,6 +347,26 @@ impl<'q, 'c> Compiler<'q, 'c> {
             }
             _ => Ok(()),
         }
+    }
+
+    /// `x IN $list`: each value of the list comparable with `x`.
+    fn check_list_param(&self, left: &Expr, name: &Name) -> Result<()> {
+        let Some(serde_json::Value::Array(values)) = self.params.get(&name.name) else {
+            return Ok(());
+        };
+        for value in values {
+            let literal = match value {
+                serde_json::Value::String(s) => Literal::Str(s.clone()),
+                serde_json::Value::Number(n) => match n.as_i64() {
+                    Some(i) => Literal::Int(i),
+                    None => Literal::Float(n.as_f64().unwrap_or_default()),
+                },
+                serde_json::Value::Bool(b) => Literal::Bool(*b),
+                _ => continue,
+            };
+            self.check_comparable(BinaryOp::Eq, left, &Expr::Literal(literal, name.at))?;
+        }
+        Ok(())
     }
 
     pub(super) fn is_list(&self, expr: &Expr) -> bool {

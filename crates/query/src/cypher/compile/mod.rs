@@ -122,6 +122,11 @@ pub fn compile(text: &str, query: &Query, catalog: &Catalog, params: &Params) ->
         optionals.push(compiler.optional(k, m)?);
     }
     compiler.mark_joins(required, Some(&query.ret))?;
+    for part in &optionals {
+        if let Some(filter) = part.filter {
+            compiler.mark_expr(filter, &BTreeSet::new())?;
+        }
+    }
     compiler.plan_expansions(required);
     let (from, conditions) = compiler.from_where(required)?;
     compiler.projection(&query.ret, from, conditions, &optionals)
@@ -130,10 +135,12 @@ pub fn compile(text: &str, query: &Query, catalog: &Catalog, params: &Params) ->
 /// An `OPTIONAL MATCH` as a derived table, left-joined on the variables it shares with
 /// the `MATCH`es before it: one column `__key.v` per shared node, one `v.field` per
 /// column of each variable it binds.
-struct OptionalPart {
+struct OptionalPart<'q> {
     alias: String,
     sql: String,
     shared: Vec<String>,
+    /// Its `WHERE`, a condition of the join.
+    filter: Option<&'q Expr>,
 }
 
 #[derive(Debug)]
@@ -198,7 +205,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
 
     /// Compile `m` on its own, with the variables bound so far that it names, and bind
     /// the variables it adds to the columns of its derived table.
-    fn optional(&mut self, k: usize, m: &'q Match) -> Result<OptionalPart> {
+    fn optional(&mut self, k: usize, m: &'q Match) -> Result<OptionalPart<'q>> {
         let alias = format!("__optional{k}");
         let mut named = BTreeSet::new();
         for pattern in &m.patterns {
@@ -211,9 +218,6 @@ impl<'q, 'c> Compiler<'q, 'c> {
                     .filter_map(|(rel, _)| rel.var.as_ref())
                     .map(|v| v.name.clone()),
             );
-        }
-        if let Some(filter) = &m.filter {
-            variables_of(filter, &mut named);
         }
         let mut sub = Compiler::new(self.text, self.catalog, self.params);
         sub.anonymous = self.anonymous;
@@ -313,7 +317,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 },
             );
         }
-        Ok(OptionalPart { alias, sql, shared })
+        Ok(OptionalPart {
+            alias,
+            sql,
+            shared,
+            filter: m.filter.as_ref(),
+        })
     }
 
     fn error<T>(&self, at: usize, message: impl AsRef<str>) -> Result<T> {
@@ -395,6 +404,14 @@ impl<'q, 'c> Compiler<'q, 'c> {
                         None => self.anonymous_at(node.at),
                     };
                     for (field, value) in &node.props {
+                        let property = Expr::Property(
+                            Name {
+                                name: name.clone(),
+                                at: field.at,
+                            },
+                            field.clone(),
+                        );
+                        self.check_comparable(BinaryOp::Eq, &property, value)?;
                         let column = self.column(&name, &field.name);
                         let value = self.expr(value, &BTreeMap::new())?;
                         conditions.push(format!("{column} = {value}"));
@@ -413,13 +430,23 @@ impl<'q, 'c> Compiler<'q, 'c> {
                             .unwrap_or_default(),
                     };
                     for (field, value) in &rel.props {
+                        let property = Expr::Property(
+                            Name {
+                                name: name.clone(),
+                                at: field.at,
+                            },
+                            field.clone(),
+                        );
+                        self.check_comparable(BinaryOp::Eq, &property, value)?;
                         let column = self.column(&name, &field.name);
                         let value = self.expr(value, &BTreeMap::new())?;
                         conditions.push(format!("{column} = {value}"));
                     }
                 }
             }
-            if let Some(filter) = &m.filter {
+            // An OPTIONAL MATCH's WHERE is its left join's condition (it may read the
+            // variables of the clauses before it), not its derived table's.
+            if let Some(filter) = m.filter.as_ref().filter(|_| !m.optional) {
                 conditions.push(self.expr(filter, &BTreeMap::new())?);
             }
         }
@@ -542,7 +569,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
         ret: &Return,
         from: Vec<String>,
         conditions: Vec<String>,
-        optionals: &[OptionalPart],
+        optionals: &[OptionalPart<'q>],
     ) -> Result<Compiled> {
         let mut select = Vec::new();
         let mut columns: Vec<String> = Vec::new();
@@ -621,6 +648,9 @@ impl<'q, 'c> Compiler<'q, 'c> {
                         ident(&format!("__key.{name}"))
                     ));
                 }
+                if let Some(filter) = part.filter {
+                    on.push(self.expr(filter, &BTreeMap::new())?);
+                }
                 if on.is_empty() {
                     on.push("true".to_owned());
                 }
@@ -669,6 +699,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
                         return self.error(
                             expr.at(),
                             "with `RETURN DISTINCT`, `ORDER BY` takes what is returned (an item or its alias)",
+                        )
+                    }
+                    None if aggregated && !has_aggregate(expr) => {
+                        return self.error(
+                            expr.at(),
+                            "with an aggregate in `RETURN`, `ORDER BY` takes what is returned (an item or its alias) or an aggregate",
                         )
                     }
                     None => self.expr(expr, &named)?,
@@ -766,24 +802,6 @@ fn is_key_field(ty: Option<&TypeDef>, field: &str) -> bool {
         || ty
             .field(field)
             .is_some_and(|f| f.key && f.ty == FieldType::String)
-}
-
-/// The variables an expression names.
-fn variables_of(expr: &Expr, out: &mut BTreeSet<String>) {
-    match expr {
-        Expr::Var(var) | Expr::Property(var, _) => {
-            out.insert(var.name.clone());
-        }
-        Expr::List(items, _) | Expr::Call { args: items, .. } => {
-            items.iter().for_each(|e| variables_of(e, out));
-        }
-        Expr::Binary(_, left, right) => {
-            variables_of(left, out);
-            variables_of(right, out);
-        }
-        Expr::Not(e, _) | Expr::Negate(e, _) | Expr::IsNull { expr: e, .. } => variables_of(e, out),
-        Expr::Literal(..) | Expr::Param(_) => {}
-    }
 }
 
 /// The conditions that keep two relationships of one clause on different edges: their

@@ -18,6 +18,9 @@ pub enum Error {
         "the query returns more than {max} rows: add LIMIT (or a narrower WHERE), or raise the cap"
     ))]
     TooManyRows { max: usize },
+    /// A failure of the query engine itself, not of the request.
+    #[snafu(display("{message}"))]
+    Internal { message: String },
     #[snafu(display("{action}: {}", describe(source)))]
     Engine {
         action: &'static str,
@@ -38,6 +41,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn internal(message: impl Into<String>) -> Error {
+        Error::Internal {
+            message: message.into(),
+        }
+    }
+
     pub(crate) fn refused(message: impl Into<String>) -> Error {
         Error::Refused {
             message: message.into(),
@@ -49,6 +58,7 @@ impl Error {
     pub fn is_invalid_input(&self) -> bool {
         match self {
             Error::AtPlace { .. } | Error::Refused { .. } | Error::TooManyRows { .. } => true,
+            Error::Internal { .. } => false,
             Error::Engine { source, .. } => matches!(
                 source.find_root(),
                 DataFusionError::Plan(_)
@@ -73,7 +83,11 @@ pub(crate) fn without_locations(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(at) = rest.find(".rs:") {
-        let start = rest[..at].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let start = rest[..at]
+            .char_indices()
+            .rev()
+            .find(|(_, c)| c.is_whitespace())
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let end = rest[at + 4..]
             .find(|c: char| !(c.is_ascii_digit() || c == ':'))
             .map_or(rest.len(), |i| at + 4 + i);

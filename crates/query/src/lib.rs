@@ -101,7 +101,7 @@ fn named(rows: RecordBatch, names: &[String]) -> Result<RecordBatch> {
         .map(|(field, name)| field.as_ref().clone().with_name(name))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), rows.columns().to_vec())
-        .map_err(|e| Error::refused(format!("cannot name the query's columns: {e}")))
+        .map_err(|e| Error::internal(format!("cannot name the query's columns: {e}")))
 }
 
 /// What a query runs, as rows (`step`, `plan`): the SQL a Cypher query compiles to, the
@@ -131,7 +131,7 @@ pub async fn explain(
     let step: StringArray = steps.iter().map(|(s, _)| Some(s.as_str())).collect();
     let plan: StringArray = steps.iter().map(|(_, p)| Some(p.as_str())).collect();
     RecordBatch::try_new(schema, vec![Arc::new(step), Arc::new(plan)])
-        .map_err(|e| Error::refused(format!("cannot describe the plan: {e}")))
+        .map_err(|e| Error::internal(format!("cannot describe the plan: {e}")))
 }
 
 #[cfg(test)]

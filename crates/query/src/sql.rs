@@ -22,7 +22,7 @@ use crate::error::{EngineSnafu, Error, Result};
 
 /// A plan's text with each scan's `uri=` cut to the table's own path (`nodes/T.lance/…`):
 /// where a server keeps its graphs is not its clients' business.
-fn without_locations(plan: &str) -> String {
+fn without_store_paths(plan: &str) -> String {
     let mut out = String::with_capacity(plan.len());
     let mut rest = plan;
     while let Some(at) = rest.find("uri=") {
@@ -42,18 +42,15 @@ fn without_locations(plan: &str) -> String {
     out
 }
 
-/// The distinct values of `columns` (strings: node keys) of `batch`.
-fn other_ends(batch: &RecordBatch, columns: &[&str]) -> BTreeSet<String> {
+/// The distinct values of `columns` (node keys) of `batch`; `None` when one is not a
+/// string column, so the caller reads the whole table rather than trust an empty set.
+fn other_ends(batch: &RecordBatch, columns: &[&str]) -> Option<BTreeSet<String>> {
     let mut keys = BTreeSet::new();
     for column in columns {
-        let Some(values) = batch.column_by_name(column) else {
-            continue;
-        };
-        if let Some(values) = values.as_string_opt::<i32>() {
-            keys.extend(values.iter().flatten().map(str::to_owned));
-        }
+        let values = batch.column_by_name(column)?.as_string_opt::<i32>()?;
+        keys.extend(values.iter().flatten().map(str::to_owned));
     }
-    keys
+    Some(keys)
 }
 
 /// `name` as a SQL identifier (quoted: names keep their case).
@@ -89,6 +86,8 @@ impl Tables {
         let config = SessionConfig::new()
             // `Person` means the table `Person`, as in the schema.
             .set_bool("datafusion.sql_parser.enable_ident_normalization", false)
+            // Conditions nest as deep as a query's (the parser bounds those).
+            .set_usize("datafusion.sql_parser.recursion_limit", 256)
             .with_information_schema(false);
         Tables {
             context: SessionContext::new_with_config(config),
@@ -120,7 +119,7 @@ impl Tables {
                 Seed::Keys(keys) => Some(keys.iter().cloned().collect()),
                 Seed::Reached { expansion, columns } => found
                     .get(expansion.as_str())
-                    .map(|batch| other_ends(batch, columns)),
+                    .and_then(|batch| other_ends(batch, columns)),
             };
             let keys = keys.filter(|k| self.indexed && k.len() <= MAX_EXPANSION_KEYS);
             let Some(keys) = keys else {
@@ -157,7 +156,7 @@ impl Tables {
                 action: "read edges by key",
             })?;
             let batch = arrow_select::concat::concat_batches(&schema, &batches)
-                .map_err(|e| Error::refused(format!("cannot put edges together: {e}")))?;
+                .map_err(|e| Error::internal(format!("cannot put edges together: {e}")))?;
             notes.push(format!(
                 "{} AS {}: {} IN {} key{} -> {} edge{}",
                 expansion.table,
@@ -207,7 +206,7 @@ impl Tables {
         }
         let schema = batches.first().map_or(schema, |b| b.schema());
         arrow_select::concat::concat_batches(&schema, &batches)
-            .map_err(|e| Error::refused(format!("cannot put the query's rows together: {e}")))
+            .map_err(|e| Error::internal(format!("cannot put the query's rows together: {e}")))
     }
 
     /// What `sql` runs: the optimized logical plan and the physical plan (with the scans'
@@ -225,7 +224,8 @@ impl Tables {
         let physical = frame.create_physical_plan().await.context(EngineSnafu {
             action: "plan the query",
         })?;
-        let physical = without_locations(&displayable(physical.as_ref()).indent(true).to_string());
+        let physical =
+            without_store_paths(&displayable(physical.as_ref()).indent(true).to_string());
         Ok(vec![
             ("logical plan".to_owned(), logical),
             ("physical plan".to_owned(), physical),

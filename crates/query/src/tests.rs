@@ -150,6 +150,12 @@ const CYPHER: &[(&str, &[&str])] = &[
     ("MATCH (p:Person) WHERE p.name IN $names RETURN p.name", &["bob", "cy"]),
     ("MATCH (p:Person) WHERE p.age IN $ages RETURN p.name", &["ada"]),
     ("match (p:Person) where p.age < 30 return p.name as young", &["cy"]),
+    // An undirected edge keeps its stored ends.
+    ("MATCH (a:Person {name: 'bob'})-[r:Knows]-(b) RETURN b.name, r.src, r.dst", &["ada|ada|bob", "cy|bob|cy"]),
+    ("MATCH (a:Person {name: 'ada'})-[:Knows*2..2]-(b) RETURN DISTINCT b.name", &["bob", "cy", "dee"]),
+    ("MATCH (p:Person) RETURN p.name, 3 AS k, count(*) AS n ORDER BY 1, p.name LIMIT 1", &["ada|3|1"]),
+    ("MATCH (p:Person {name: 'ada'}) RETURN 'caf\\u00e9' AS word", &["café"]),
+    ("MATCH (a:Person)-[:Knows]->(b:Person) OPTIONAL MATCH (b)-[:WorksAt]->(c:Company {name: a.name}) RETURN count(c) AS n", &["0"]),
     // A variable-length path's edges are not reused by the clause's other relationships.
     ("MATCH (a:Person {name: 'ada'})-[:Knows*1..1]->(b)-[r:Knows]-(c) RETURN b.name, c.name", &["bob|cy", "cy|bob", "cy|dee"]),
     ("MATCH (p:Person) RETURN DISTINCT p.age ORDER BY p.age", &["29", "36", "41", "50", "null"]),
@@ -267,6 +273,12 @@ const REFUSALS: &[(&str, &str)] = &[
     ("MATCH (p:Person) RETURN DISTINCT p.name ORDER BY p.age", "line 1, column 50: with `RETURN DISTINCT`, `ORDER BY` takes what is returned"),
     ("MATCH (p:Person {age: 'x'}) RETURN p.name", "`p.age` is a number and `'x'` is text"),
     ("MATCH (a:Person)-[:Knows]->(b) RETURN a.name, count(*) ORDER BY b.name", "with an aggregate in `RETURN`, `ORDER BY` takes what is returned"),
+    ("MATCH (a:Person)-[:Knows*3..1]->(b) RETURN b.name", "`*3..1`: the least hops is more than the most"),
+    ("MATCH (a:Person)-[:WorksAt*0..0]->(b) RETURN b.name", "a path of 0 hops over it never ends where it starts"),
+    ("MATCH (__n1:Person) RETURN __n1.name", "a variable's name may not start with `__`"),
+    ("MATCH (p:Person) WHERE c.name = 'acme' OPTIONAL MATCH (p)-[:WorksAt]->(c) RETURN p.name", "unknown variable `c`"),
+    ("MATCH (p:Person) RETURN 1e999", "is not a number this query language takes"),
+    ("MATCH (p:Person) RETURN 'caf\\u00zz'", "`\\u` takes four hex digits"),
     ("MATCH (p:Person) RETURN p.name, p", "two columns are named `p.name` (a node returned whole is a column per field)"),
     ("MATCH (p:Knows) RETURN p", "`Knows` is an edge type"),
     ("MATCH (p:Person)-[:Person]->(q) RETURN q", "`Person` is a node type: a relationship takes an edge type"),
@@ -370,7 +382,7 @@ async fn an_anchored_start_reads_the_edge_table_filtered_on_its_key() {
     let text = lines(&plan).join("\n");
     // No node table joined: the anchor is the edges' `src`, looked up before the join.
     assert!(!text.contains("FROM \"Person\""), "{text}");
-    assert!(text.contains("\"_e1\".\"src\" = 'ada'"), "{text}");
+    assert!(text.contains("\"__e1\".\"src\" = 'ada'"), "{text}");
     assert!(
         text.contains("read by key|Knows AS __expanded__e1: src IN 1 key -> 2 edges"),
         "{text}"
@@ -389,6 +401,60 @@ fn parameters_from_the_command_line_read_as_json_or_as_strings() {
     );
     assert!(crate::parse_assignment("nothing").is_err());
     assert!(crate::parse_assignment("bad-name=1").is_err());
+}
+
+#[tokio::test]
+async fn a_hostile_query_is_refused_not_a_crash() {
+    let nested = format!(
+        "MATCH (p:Person) RETURN {}1{}",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    let error = ask(Language::Cypher, &nested, &Params::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("deeper than 24 levels"),
+        "{error}"
+    );
+    let deepest = format!(
+        "MATCH (p:Person) RETURN {}1{} AS one LIMIT 1",
+        "(".repeat(22),
+        ")".repeat(22)
+    );
+    assert_eq!(
+        ask(Language::Cypher, &deepest, &Params::new())
+            .await
+            .expect("runs"),
+        ["1"]
+    );
+    let negated = format!("MATCH (p:Person) RETURN {}1", "- ".repeat(100_000));
+    assert!(ask(Language::Cypher, &negated, &Params::new())
+        .await
+        .is_err());
+    let many = (0..60)
+        .map(|i| format!("p.age = {i}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let text = format!("MATCH (p:Person) WHERE {many} RETURN p.name");
+    let error = ask(Language::Cypher, &text, &Params::new())
+        .await
+        .expect_err("refused");
+    assert!(
+        error.to_string().contains("more than 96 operators"),
+        "{error}"
+    );
+    // Within the bounds, a long chain of ORs plans (the SQL writes it flat).
+    let ors = (0..48)
+        .map(|i| format!("p.age = {i}"))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    let text = format!("MATCH (p:Person) WHERE {ors} RETURN p.name");
+    let mut got = ask(Language::Cypher, &text, &Params::new())
+        .await
+        .expect("runs");
+    got.sort();
+    assert_eq!(got, ["ada", "bob", "cy"]);
 }
 
 #[test]

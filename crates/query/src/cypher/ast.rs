@@ -22,6 +22,13 @@ pub struct Pattern {
     pub steps: Vec<(RelPattern, NodePattern)>,
 }
 
+impl Pattern {
+    /// Its node patterns, in order.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodePattern> {
+        std::iter::once(&self.start).chain(self.steps.iter().map(|(_, node)| node))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Name {
     pub name: String,

@@ -180,7 +180,11 @@ fn number(text: &str, start: usize) -> Result<(Tok, usize)> {
     }
     let literal = &text[start..end];
     let tok = if float {
-        literal.parse().map(Tok::Float).ok()
+        literal
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .map(Tok::Float)
     } else {
         literal.parse().map(Tok::Int).ok()
     };
@@ -205,6 +209,27 @@ fn string(text: &str, start: usize) -> Result<(String, usize)> {
                 Some((_, 'n')) => value.push('\n'),
                 Some((_, 't')) => value.push('\t'),
                 Some((_, 'r')) => value.push('\r'),
+                Some((at, 'u')) => {
+                    let digits = text.get(start + 1 + at + 1..start + 1 + at + 5);
+                    let decoded = digits
+                        .and_then(|d| u32::from_str_radix(d, 16).ok())
+                        .and_then(char::from_u32);
+                    match decoded {
+                        Some(c) => {
+                            value.push(c);
+                            for _ in 0..4 {
+                                chars.next();
+                            }
+                        }
+                        None => {
+                            return Err(Error::syntax(
+                                text,
+                                start + 1 + at,
+                                "`\\u` takes four hex digits (`\\u00e9`)",
+                            ))
+                        }
+                    }
+                }
                 Some((_, other)) => value.push(other),
                 None => break,
             },

@@ -17,6 +17,8 @@ pub fn parse(text: &str) -> Result<Query> {
         text,
         tokens,
         next: 0,
+        depth: 0,
+        operators: 0,
     };
     parser.query()
 }
@@ -25,7 +27,16 @@ struct Parser<'t> {
     text: &'t str,
     tokens: Vec<Token>,
     next: usize,
+    /// How deep expressions nest here, and how many binary operators the query has:
+    /// both bounded, so a hostile query cannot exhaust the stack of whoever compiles it.
+    depth: usize,
+    operators: usize,
 }
+
+/// The deepest expressions nest (parentheses, lists, arguments, NOT, unary minus).
+const MAX_DEPTH: usize = 24;
+/// The most binary operators (AND, OR, comparisons, arithmetic) one query holds.
+const MAX_OPERATORS: usize = 96;
 
 impl Parser<'_> {
     fn peek(&self) -> &Tok {
@@ -397,7 +408,33 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<Expr> {
-        self.binary_level(0)
+        self.deeper()?;
+        let expr = self.binary_level(0);
+        self.depth -= 1;
+        expr
+    }
+
+    fn deeper(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return self.error(
+                self.at(),
+                format!("the query nests expressions deeper than {MAX_DEPTH} levels"),
+            );
+        }
+        Ok(())
+    }
+
+    /// One more binary operator.
+    fn operator(&mut self, at: usize) -> Result<()> {
+        self.operators += 1;
+        if self.operators > MAX_OPERATORS {
+            return self.error(
+                at,
+                format!("the query has more than {MAX_OPERATORS} operators: split it, or use IN [...] for a list of values"),
+            );
+        }
+        Ok(())
     }
 
     /// Binary operators by precedence, loosest first.
@@ -414,6 +451,7 @@ impl Parser<'_> {
         'outer: loop {
             for (word, op) in LEVELS[level] {
                 if self.eat_keyword(word) {
+                    self.operator(self.at())?;
                     let right = self.binary_level(level + 1)?;
                     left = Expr::Binary(*op, Box::new(left), Box::new(right));
                     continue 'outer;
@@ -426,7 +464,10 @@ impl Parser<'_> {
     fn not_expr(&mut self) -> Result<Expr> {
         let at = self.at();
         if self.eat_keyword("NOT") {
-            return Ok(Expr::Not(Box::new(self.not_expr()?), at));
+            self.deeper()?;
+            let inner = self.not_expr();
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(inner?), at));
         }
         self.comparison()
     }
@@ -453,6 +494,7 @@ impl Parser<'_> {
             };
             if let Some(op) = op {
                 self.bump();
+                self.operator(self.at())?;
                 let right = self.additive()?;
                 left = match chained.take() {
                     Some(middle) => Expr::Binary(
@@ -493,6 +535,7 @@ impl Parser<'_> {
             } else {
                 return Ok(left);
             };
+            self.operator(self.at())?;
             let right = self.additive()?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
@@ -507,6 +550,7 @@ impl Parser<'_> {
                 _ => return Ok(left),
             };
             self.bump();
+            self.operator(self.at())?;
             let right = self.multiplicative()?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
@@ -525,6 +569,7 @@ impl Parser<'_> {
                 _ => return Ok(left),
             };
             self.bump();
+            self.operator(self.at())?;
             let right = self.unary()?;
             left = Expr::Binary(op, Box::new(left), Box::new(right));
         }
@@ -533,7 +578,10 @@ impl Parser<'_> {
     fn unary(&mut self) -> Result<Expr> {
         let at = self.at();
         if self.eat(&Tok::Dash) {
-            return Ok(Expr::Negate(Box::new(self.unary()?), at));
+            self.deeper()?;
+            let inner = self.unary();
+            self.depth -= 1;
+            return Ok(Expr::Negate(Box::new(inner?), at));
         }
         if self.eat(&Tok::Plus) {
             return self.unary();

@@ -10,12 +10,14 @@ impl<'q, 'c> Compiler<'q, 'c> {
         let mut anchors = BTreeMap::new();
         for m in matches {
             for pattern in &m.patterns {
-                let nodes =
-                    std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1));
+                let nodes = pattern.nodes();
                 for node in nodes {
                     let name = match &node.var {
                         Some(var) => var.name.clone(),
-                        None => self.anonymous_at(node.at),
+                        None => match self.anonymous_at(node.at) {
+                            Ok(name) => name,
+                            Err(_) => continue,
+                        },
                     };
                     let ty = self.vars.get(&name).and_then(|b| b.ty);
                     for (field, value) in &node.props {
@@ -119,7 +121,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
                     (vec!["dst"], vec!["src"])
                 };
                 let seed = reached[near_var.as_str()].clone();
-                let name = format!("__expanded_{}", step.edge);
+                let name = format!("__expanded{}", step.edge);
                 self.expansions.push((
                     step.edge.clone(),
                     Expansion {

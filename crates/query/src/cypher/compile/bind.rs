@@ -30,13 +30,27 @@ impl<'q, 'c> Compiler<'q, 'c> {
         Ok(())
     }
 
+    /// A variable's name as written; `__` starts only the names the compiler makes up.
+    fn user_name(&self, var: &Name) -> Result<String> {
+        if var.name.starts_with(GENERATED) {
+            return self.error(
+                var.at,
+                format!(
+                    "`{}`: a variable's name may not start with `{GENERATED}`",
+                    var.name
+                ),
+            );
+        }
+        Ok(var.name.clone())
+    }
+
     pub(super) fn bind_node(&mut self, node: &NodePattern) -> Result<String> {
         let ty = match &node.label {
             Some(label) => Some(self.type_named(label, TypeKind::Node)?),
             None => None,
         };
         let name = match &node.var {
-            Some(var) => var.name.clone(),
+            Some(var) => self.user_name(var)?,
             None => self.fresh_name("n"),
         };
         let at = node.var.as_ref().map_or(node.at, |v| v.at);
@@ -84,7 +98,16 @@ impl<'q, 'c> Compiler<'q, 'c> {
     }
 
     pub(super) fn bind_rel(&mut self, rel: &RelPattern) -> Result<String> {
-        if let Some((_, max)) = rel.hops {
+        if let Some((min, max)) = rel.hops {
+            if max.is_some_and(|max| min > max) {
+                return self.error(
+                    rel.at,
+                    format!(
+                        "`*{min}..{}`: the least hops is more than the most",
+                        max.unwrap_or(0)
+                    ),
+                );
+            }
             match max {
                 None => {
                     return self.error(
@@ -121,6 +144,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
         };
         let name = match &rel.var {
             Some(var) => {
+                self.user_name(var)?;
                 if self.vars.contains_key(&var.name) {
                     return self.error(
                         var.at,
@@ -239,7 +263,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
         for name in &self.order {
             let binding = &self.vars[name];
             if binding.kind == TypeKind::Node && binding.ty.is_none() {
-                let shown = if name.starts_with('_') {
+                let shown = if name.starts_with(GENERATED) {
                     "this node".to_owned()
                 } else {
                     format!("the node `{name}`")
@@ -393,9 +417,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
             // An OPTIONAL MATCH's WHERE is read where it is joined (see `optional`).
             exprs.extend(m.filter.iter().filter(|_| !m.optional));
             for pattern in &m.patterns {
-                for node in
-                    std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1))
-                {
+                for node in pattern.nodes() {
                     for (field, value) in &node.props {
                         // Anonymous nodes' properties are checked by position below.
                         if let Some(var) = &node.var {
@@ -460,12 +482,10 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
         for m in matches {
             for pattern in &m.patterns {
-                for node in
-                    std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1))
-                {
+                for node in pattern.nodes() {
                     if node.var.is_none() && !node.props.is_empty() {
                         // Anonymous: its generated name is found by position.
-                        let name = self.anonymous_at(node.at);
+                        let name = self.anonymous_at(node.at)?;
                         for (field, _) in &node.props {
                             let ty = self.vars[&name].ty;
                             self.check_field(ty, &name, field)?;
@@ -483,12 +503,19 @@ impl<'q, 'c> Compiler<'q, 'c> {
     }
 
     /// The generated name of the anonymous node pattern at `at`.
-    pub(super) fn anonymous_at(&self, at: usize) -> String {
-        self.vars
+    pub(super) fn anonymous_at(&self, at: usize) -> Result<String> {
+        let generated = format!("{GENERATED}n");
+        match self
+            .vars
             .values()
-            .find(|b| b.at == at && b.kind == TypeKind::Node && b.name.starts_with("_n"))
-            .map(|b| b.name.clone())
-            .unwrap_or_default()
+            .find(|b| b.at == at && b.kind == TypeKind::Node && b.name.starts_with(&generated))
+        {
+            Some(b) => Ok(b.name.clone()),
+            None => self.error(
+                at,
+                "this node was not bound (a bug: please report the query)",
+            ),
+        }
     }
 
     pub(super) fn binding(&self, var: &Name) -> Result<&Binding<'c>> {
@@ -498,7 +525,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 let known: Vec<&str> = self
                     .order
                     .iter()
-                    .filter(|n| !n.starts_with('_'))
+                    .filter(|n| !n.starts_with(GENERATED))
                     .map(String::as_str)
                     .collect();
                 let hint = nearest_name(&var.name, known.iter().copied())
@@ -529,7 +556,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
         let hint = nearest_name(&field.name, columns.iter().copied())
             .map(|n| format!(" (did you mean `{n}`?)"))
             .unwrap_or_default();
-        let shown = if var.starts_with('_') {
+        let shown = if var.starts_with(GENERATED) {
             String::new()
         } else {
             format!("`{var}` is a {}: ", ty.name)

@@ -78,6 +78,16 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 let r = self.expr(right, aliases)?;
                 self.check_comparable(*op, left, right)?;
                 match op {
+                    // A chain of ANDs (ORs) written flat: SQL parsers nest each pair.
+                    BinaryOp::And | BinaryOp::Or => {
+                        let mut operands = Vec::new();
+                        same_op_operands(*op, expr, &mut operands);
+                        let sql: Vec<String> = operands
+                            .iter()
+                            .map(|e| self.expr(e, aliases))
+                            .collect::<Result<_>>()?;
+                        format!("({})", sql.join(&format!(" {} ", binary_sql(*op))))
+                    }
                     // `+` of text is concatenation.
                     BinaryOp::Add if self.is_text(left) || self.is_text(right) => {
                         format!("({l} || {r})")
@@ -196,7 +206,6 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
         let want = match *function {
             "coalesce" => None,
-            "round" => Some(1),
             _ => Some(1),
         };
         if let Some(want) = want {
@@ -430,6 +439,17 @@ pub(super) fn literal_sql(literal: &Literal) -> String {
         Literal::Int(n) => n.to_string(),
         Literal::Float(f) => format!("{f:?}"),
         Literal::Str(s) => string_literal(s),
+    }
+}
+
+/// The operands of a chain of one operator: `a AND (b AND c)` → a, b, c.
+fn same_op_operands<'e>(op: BinaryOp, expr: &'e Expr, out: &mut Vec<&'e Expr>) {
+    match expr {
+        Expr::Binary(this, left, right) if *this == op => {
+            same_op_operands(op, left, out);
+            same_op_operands(op, right, out);
+        }
+        other => out.push(other),
     }
 }
 

@@ -23,11 +23,17 @@ use super::ast::*;
 mod anchor;
 mod bind;
 mod expr;
+mod optional;
+
+use optional::OptionalPart;
 
 use crate::error::{Error, Result};
 use crate::params::Params;
 use crate::sql::{ident, string_literal};
 use expr::has_aggregate;
+
+/// What the names the compiler makes up start with.
+const GENERATED: &str = "__";
 
 /// The longest variable-length relationship a query may ask for.
 pub const MAX_HOPS: u32 = 8;
@@ -117,30 +123,21 @@ pub fn compile(text: &str, query: &Query, catalog: &Catalog, params: &Params) ->
     let mut compiler = Compiler::new(text, catalog, params);
     compiler.bind(required)?;
     compiler.infer()?;
+    // Each clause reads only what the clauses up to it bind: the MATCHes' conditions
+    // before any OPTIONAL MATCH binds, each OPTIONAL MATCH's WHERE before the next one.
+    compiler.mark_joins(required, None)?;
     let mut optionals = Vec::new();
     for (k, m) in optional.iter().enumerate() {
-        optionals.push(compiler.optional(k, m)?);
-    }
-    compiler.mark_joins(required, Some(&query.ret))?;
-    for part in &optionals {
+        let part = compiler.optional(k, m)?;
         if let Some(filter) = part.filter {
             compiler.mark_expr(filter, &BTreeSet::new())?;
         }
+        optionals.push(part);
     }
+    compiler.mark_joins(&[], Some(&query.ret))?;
     compiler.plan_expansions(required);
     let (from, conditions) = compiler.from_where(required)?;
     compiler.projection(&query.ret, from, conditions, &optionals)
-}
-
-/// An `OPTIONAL MATCH` as a derived table, left-joined on the variables it shares with
-/// the `MATCH`es before it: one column `__key.v` per shared node, one `v.field` per
-/// column of each variable it binds.
-struct OptionalPart<'q> {
-    alias: String,
-    sql: String,
-    shared: Vec<String>,
-    /// Its `WHERE`, a condition of the join.
-    filter: Option<&'q Expr>,
 }
 
 #[derive(Debug)]
@@ -203,135 +200,15 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
     }
 
-    /// Compile `m` on its own, with the variables bound so far that it names, and bind
-    /// the variables it adds to the columns of its derived table.
-    fn optional(&mut self, k: usize, m: &'q Match) -> Result<OptionalPart<'q>> {
-        let alias = format!("__optional{k}");
-        let mut named = BTreeSet::new();
-        for pattern in &m.patterns {
-            let nodes = std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1));
-            named.extend(nodes.filter_map(|n| n.var.as_ref()).map(|v| v.name.clone()));
-            named.extend(
-                pattern
-                    .steps
-                    .iter()
-                    .filter_map(|(rel, _)| rel.var.as_ref())
-                    .map(|v| v.name.clone()),
-            );
-        }
-        let mut sub = Compiler::new(self.text, self.catalog, self.params);
-        sub.anonymous = self.anonymous;
-        let mut shared = Vec::new();
-        for name in named.iter().filter(|n| self.vars.contains_key(n.as_str())) {
-            let binding = &self.vars[name];
-            if binding.kind == TypeKind::Edge {
-                return self.error(
-                    binding.at,
-                    format!("`{name}` is a relationship of an earlier clause: an `OPTIONAL MATCH` may share nodes only"),
-                );
-            }
-            sub.vars.insert(
-                name.clone(),
-                Binding {
-                    name: name.clone(),
-                    at: binding.at,
-                    kind: TypeKind::Node,
-                    ty: binding.ty,
-                    alias: name.clone(),
-                    joined: false,
-                    id: None,
-                    path: false,
-                    prefix: None,
-                },
-            );
-            sub.order.push(name.clone());
-            shared.push(name.clone());
-        }
-        let clause = std::slice::from_ref(m);
-        sub.bind(clause)?;
-        sub.infer()?;
-        let added: Vec<String> = sub
-            .order
-            .iter()
-            .filter(|n| !shared.contains(n) && !n.starts_with('_'))
-            .cloned()
-            .collect();
-        // Every column of what it binds is readable after it.
-        for name in &added {
-            if let Some(b) = sub.vars.get_mut(name) {
-                if b.kind == TypeKind::Node {
-                    b.joined = true;
-                }
-            }
-        }
-        sub.mark_joins(clause, None)?;
-        sub.plan_expansions(clause);
-        let (from, conditions) = sub.from_where(clause)?;
-        let mut select = Vec::new();
-        for name in &shared {
-            let key = sub.identity(&Name {
-                name: name.clone(),
-                at: 0,
-            })?;
-            select.push(format!("{key} AS {}", ident(&format!("__key.{name}"))));
-        }
-        let mut bound = Vec::new();
-        for name in &added {
-            let binding = &sub.vars[name];
-            let Some(ty) = binding.ty.filter(|_| !binding.path) else {
-                continue;
-            };
-            for column in column_names(ty) {
-                select.push(format!(
-                    "{} AS {}",
-                    sub.column(name, column),
-                    ident(&format!("{name}.{column}"))
-                ));
-            }
-            bound.push((name.clone(), binding.kind, ty, binding.at));
-        }
-        if select.is_empty() {
-            select.push(format!("1 AS {}", ident("__one")));
-        }
-        let mut sql = format!("SELECT {} FROM {}", select.join(", "), from.join(", "));
-        if !conditions.is_empty() {
-            let _ = write!(sql, " WHERE {}", conditions.join(" AND "));
-        }
-        self.anonymous = sub.anonymous;
-        self.expansions.append(&mut sub.expansions);
-        for (name, kind, ty, at) in bound {
-            let id = (kind == TypeKind::Node)
-                .then(|| format!("{}.{}", ident(&alias), ident(&format!("{name}.id"))));
-            self.vars.insert(
-                name.clone(),
-                Binding {
-                    name: name.clone(),
-                    at,
-                    kind,
-                    ty: Some(ty),
-                    alias: alias.clone(),
-                    joined: true,
-                    id,
-                    path: false,
-                    prefix: Some(name),
-                },
-            );
-        }
-        Ok(OptionalPart {
-            alias,
-            sql,
-            shared,
-            filter: m.filter.as_ref(),
-        })
-    }
-
     fn error<T>(&self, at: usize, message: impl AsRef<str>) -> Result<T> {
         Err(Error::syntax(self.text, at, message.as_ref()))
     }
 
+    /// A name for an anonymous node or relationship: `__` starts only these (a user's
+    /// variable may not), so none is ever a user's.
     fn fresh_name(&mut self, prefix: &str) -> String {
         self.anonymous += 1;
-        format!("_{prefix}{}", self.anonymous)
+        format!("{GENERATED}{prefix}{}", self.anonymous)
     }
 
     /// The `FROM` items and the conditions of `matches`.
@@ -396,52 +273,19 @@ impl<'q, 'c> Compiler<'q, 'c> {
         // Inline properties.
         for m in matches {
             for pattern in &m.patterns {
-                let nodes =
-                    std::iter::once(&pattern.start).chain(pattern.steps.iter().map(|s| &s.1));
+                let nodes = pattern.nodes();
                 for node in nodes {
                     let name = match &node.var {
                         Some(var) => var.name.clone(),
-                        None => self.anonymous_at(node.at),
+                        None => self.anonymous_at(node.at)?,
                     };
-                    for (field, value) in &node.props {
-                        let property = Expr::Property(
-                            Name {
-                                name: name.clone(),
-                                at: field.at,
-                            },
-                            field.clone(),
-                        );
-                        self.check_comparable(BinaryOp::Eq, &property, value)?;
-                        let column = self.column(&name, &field.name);
-                        let value = self.expr(value, &BTreeMap::new())?;
-                        conditions.push(format!("{column} = {value}"));
-                    }
+                    conditions.extend(self.inline_properties(&name, &node.props)?);
                 }
                 for (rel, _) in &pattern.steps {
-                    if rel.props.is_empty() {
+                    let Some(step) = steps.iter().find(|s| std::ptr::eq(s.rel, rel)) else {
                         continue;
-                    }
-                    let name = match &rel.var {
-                        Some(var) => var.name.clone(),
-                        None => steps
-                            .iter()
-                            .find(|s| std::ptr::eq(s.rel, rel))
-                            .map(|s| s.edge.clone())
-                            .unwrap_or_default(),
                     };
-                    for (field, value) in &rel.props {
-                        let property = Expr::Property(
-                            Name {
-                                name: name.clone(),
-                                at: field.at,
-                            },
-                            field.clone(),
-                        );
-                        self.check_comparable(BinaryOp::Eq, &property, value)?;
-                        let column = self.column(&name, &field.name);
-                        let value = self.expr(value, &BTreeMap::new())?;
-                        conditions.push(format!("{column} = {value}"));
-                    }
+                    conditions.extend(self.inline_properties(&step.edge, &rel.props)?);
                 }
             }
             // An OPTIONAL MATCH's WHERE is its left join's condition (it may read the
@@ -455,11 +299,32 @@ impl<'q, 'c> Compiler<'q, 'c> {
         Ok((from.into_iter().map(|(_, item)| item).collect(), conditions))
     }
 
+    /// `{field: value, …}` of the pattern bound to `name`: one equality each.
+    fn inline_properties(&self, name: &str, props: &[(Name, Expr)]) -> Result<Vec<String>> {
+        let mut conditions = Vec::new();
+        for (field, value) in props {
+            let property = Expr::Property(
+                Name {
+                    name: name.to_owned(),
+                    at: field.at,
+                },
+                field.clone(),
+            );
+            self.check_comparable(BinaryOp::Eq, &property, value)?;
+            let column = self.column(name, &field.name);
+            let value = self.expr(value, &BTreeMap::new())?;
+            conditions.push(format!("{column} = {value}"));
+        }
+        Ok(conditions)
+    }
+
     /// The `FROM` item of a step, and the columns that hold its left and right ends.
     fn edge_item(&self, step: &Step) -> Result<(String, String, String)> {
         let table = step.ty.clone().unwrap_or_default();
         let alias = ident(&step.edge);
-        let (left_col, right_col) = if step.left_is_src {
+        let (left_col, right_col) = if step.both_ways {
+            ("_near", "_far")
+        } else if step.left_is_src {
             ("src", "dst")
         } else {
             ("dst", "src")
@@ -512,15 +377,20 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 ));
             }
         }
+        // A chain follows each hop's far end to the next hop's near end: `src` to `dst`,
+        // or both ways `_near` to `_far`.
+        let (near, far) = if step.both_ways {
+            (ident("_near"), ident("_far"))
+        } else {
+            (ident("src"), ident("dst"))
+        };
         for hops in min.max(1)..=max {
             let hop = |h: u32| ident(&format!("h{h}"));
             let mut sql = format!(
-                "SELECT {}.{} AS {}, {}.{} AS {}{} FROM ",
+                "SELECT {}.{near} AS {}, {}.{far} AS {}{} FROM ",
                 hop(1),
-                ident("src"),
                 ident("_from"),
                 hop(hops),
-                ident("dst"),
                 ident("_to"),
                 hop_ids(hops)
             );
@@ -530,13 +400,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
             sql.push_str(&items.join(", "));
             let mut conds = Vec::new();
             for h in 2..=hops {
-                conds.push(format!(
-                    "{}.{} = {}.{}",
-                    hop(h),
-                    ident("src"),
-                    hop(h - 1),
-                    ident("dst")
-                ));
+                conds.push(format!("{}.{near} = {}.{far}", hop(h), hop(h - 1)));
             }
             for a in 1..=hops {
                 for b in a + 1..=hops {
@@ -553,6 +417,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 let _ = write!(sql, " WHERE {}", conds.join(" AND "));
             }
             chains.push(sql);
+        }
+        if chains.is_empty() {
+            return self.error(
+                step.rel.at,
+                format!("`{table}` joins two node types, so a path of 0 hops over it never ends where it starts: start at 1"),
+            );
         }
         let item = format!("({}) AS {alias}", chains.join(" UNION ALL "));
         let (left, right) = if step.left_is_src {
@@ -616,7 +486,10 @@ impl<'q, 'c> Compiler<'q, 'c> {
                         "two columns are named `{name}`{whole}: give one an alias (`AS`)"
                     )));
                 }
-                if aggregated && !has_aggregate(&item.expr) {
+                // A constant groups nothing (and DataFusion reads `GROUP BY 3` as a
+                // column's position).
+                let constant = matches!(item.expr, Expr::Literal(..) | Expr::Param(_));
+                if aggregated && !has_aggregate(&item.expr) && !constant {
                     group.push(sql.clone());
                 }
                 let internal = ident(&format!("__c{}", columns.len()));
@@ -676,7 +549,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
         if !ret.order.is_empty() {
             let mut keys = Vec::new();
-            for (expr, descending) in &ret.order {
+            // Ordering by a constant orders nothing (and `ORDER BY 1` is a position).
+            for (expr, descending) in ret
+                .order
+                .iter()
+                .filter(|(e, _)| !matches!(e, Expr::Literal(..) | Expr::Param(_)))
+            {
                 // An item is the same expression when it compiles to the same SQL (the
                 // texts differ at least in where they are).
                 let wanted = self.expr(expr, &BTreeMap::new()).ok();
@@ -750,6 +628,8 @@ impl<'q, 'c> Compiler<'q, 'c> {
 }
 
 /// An edge table read both ways: every edge as it is, and reversed (a self-loop once).
+/// `src`, `dst` and the properties stay as stored; `_near` and `_far` are the ends in the
+/// way it is read.
 fn both_ways(table: &str, ty: Option<&TypeDef>) -> String {
     let props: Vec<String> = ty
         .map(|t| t.fields.iter().map(|f| ident(&f.name)).collect())
@@ -760,9 +640,10 @@ fn both_ways(table: &str, ty: Option<&TypeDef>) -> String {
         format!(", {}", props.join(", "))
     };
     let (id, src, dst) = (ident("id"), ident("src"), ident("dst"));
+    let (near, far) = (ident("_near"), ident("_far"));
     let t = ident(table);
     format!(
-        "SELECT {id}, {src}, {dst}{rest} FROM {t} UNION ALL SELECT {id}, {dst} AS {src}, {src} AS {dst}{rest} FROM {t} WHERE {src} <> {dst}"
+        "SELECT {id}, {src}, {dst}{rest}, {src} AS {near}, {dst} AS {far} FROM {t} UNION ALL SELECT {id}, {src}, {dst}{rest}, {dst} AS {near}, {src} AS {far} FROM {t} WHERE {src} <> {dst}"
     )
 }
 

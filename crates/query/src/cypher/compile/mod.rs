@@ -136,7 +136,7 @@ pub fn compile(text: &str, query: &Query, catalog: &Catalog, params: &Params) ->
     }
     compiler.mark_joins(&[], Some(&query.ret))?;
     compiler.plan_expansions(required);
-    let (from, conditions) = compiler.from_where(required)?;
+    let (from, conditions) = compiler.tables_and_conditions(required)?;
     compiler.projection(&query.ret, from, conditions, &optionals)
 }
 
@@ -212,7 +212,10 @@ impl<'q, 'c> Compiler<'q, 'c> {
     }
 
     /// The `FROM` items and the conditions of `matches`.
-    fn from_where(&mut self, matches: &'q [Match]) -> Result<(Vec<String>, Vec<String>)> {
+    fn tables_and_conditions(
+        &mut self,
+        matches: &'q [Match],
+    ) -> Result<(Vec<String>, Vec<String>)> {
         // `FROM` items with the order they go in: DataFusion joins from the first one
         // outwards over the join conditions, and builds each hash join's table from the
         // side it has so far. So start small: edges read by key, then node tables (each

@@ -82,7 +82,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
         }
         sub.mark_joins(clause, None)?;
         sub.plan_expansions(clause);
-        let (from, conditions) = sub.from_where(clause)?;
+        let (from, conditions) = sub.tables_and_conditions(clause)?;
         let mut select = Vec::new();
         for name in &shared {
             let key = sub.identity(&Name {

@@ -85,6 +85,10 @@ impl Graph {
         for (ty, table) in catalog.types.iter().zip(opened) {
             tables.register(&ty.name, table).context(QuerySnafu)?;
         }
+        if stalled() {
+            // Held here until its caller's time runs out (tests of query timeouts).
+            std::future::pending::<()>().await;
+        }
         let language = request.language;
         let run = if request.explain {
             tributary_query::explain(&tables, language, &request.text, &catalog, &request.params)
@@ -151,4 +155,10 @@ impl Graph {
         });
         Ok(Arc::new(LoadedTable::new(ty.name.clone(), schema, load)))
     }
+}
+
+/// Whether a test has asked queries to stall (the `query::stall` failpoint).
+fn stalled() -> bool {
+    fail::fail_point!("query::stall", |_| true);
+    false
 }

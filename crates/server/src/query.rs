@@ -114,8 +114,7 @@ async fn answer(
         .await
         .map_err(|_| {
             ApiError::invalid(format!(
-                "the query ran past this server's limit of {} s and was stopped: narrow it (WHERE, LIMIT), or run the server with a longer --query-timeout",
-                timeout.as_secs()
+                "the query ran past this server's limit of {timeout:?} and was stopped: narrow it (WHERE, LIMIT), or run the server with a longer --query-timeout"
             ))
         })??;
     rows(&headers, &batch)

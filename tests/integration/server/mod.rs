@@ -791,11 +791,13 @@ async fn queries_answer_rows_within_the_servers_cap_and_time() {
         "{body}"
     );
 
-    // A query past the server's time is stopped and refused.
+    // A query past the server's time is stopped and refused (it stalls at a failpoint).
+    let _failpoints = crate::FAILPOINTS.lock().await;
+    fail::cfg("query::stall", "return").unwrap();
     let hurried = start(
         None,
         Limits {
-            query_timeout: Duration::ZERO,
+            query_timeout: Duration::from_millis(200),
             ..Limits::default()
         },
     )
@@ -813,7 +815,8 @@ async fn queries_answer_rows_within_the_servers_cap_and_time() {
         body["error"]
             .as_str()
             .unwrap()
-            .contains("ran past this server's limit"),
+            .contains("ran past this server's limit of 200ms"),
         "{body}"
     );
+    fail::remove("query::stall");
 }

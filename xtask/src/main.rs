@@ -1,7 +1,7 @@
 //! `cargo xtask`: the project's set-up commands. No Lance dependency, so it builds in seconds.
 //!
-//! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, ingest,
-//!   similarity search, log);
+//! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, a
+//!   Cypher and a SQL query, ingest, similarity search, log);
 //! - `lint`  fmt check and clippy `-D warnings` only (the quick loop while editing);
 //! - `test`  `lint`, then the test suite (nextest when installed);
 //! - `bench` the decode benchmark and the scenario benchmarks, in release; the scenarios'
@@ -399,6 +399,24 @@ fn demo() -> Result {
             "person-0001",
             "--edge",
             "Knows",
+        ],
+    )?;
+    step(
+        "a graph question in Cypher: whom person-0001 reaches in two hops, and where they work",
+        &[
+            "query",
+            &graph,
+            "MATCH (a:Person {name: 'person-0001'})-[:Knows]->()-[:Knows]->(c:Person)-[:WorksAt]->(w:Company) \
+             RETURN DISTINCT c.name AS person, w.name AS company ORDER BY person LIMIT 5",
+        ],
+    )?;
+    step(
+        "the same graph in SQL: the companies with the most people",
+        &[
+            "sql",
+            &graph,
+            "SELECT c.name AS company, count(*) AS people FROM WorksAt w JOIN Company c ON c.id = w.dst \
+             GROUP BY c.name ORDER BY people DESC, company LIMIT 3",
         ],
     )?;
     step(

@@ -217,7 +217,7 @@ async fn an_anchored_query_filters_the_edge_scan_on_its_key() {
     let plans = strings(&plan, "plan");
     // The anchor's edges are read by key, through Lance's `src` index, before the join;
     // no node table is read at all.
-    assert_eq!(plans[1], "Knows AS __expanded__e1: src IN 1 key -> 1 edge");
+    assert_eq!(plans[1], "Knows AS __expanded__e1: src IN 1 key -> 1 row");
     assert!(!plans[0].contains("\"Person\""), "{}", plans[0]);
     assert!(!plans[3].contains("Lance"), "{}", plans[3]);
     // Without an anchor, the filter and the columns go into Lance's scan.

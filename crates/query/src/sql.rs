@@ -158,7 +158,7 @@ impl Tables {
             let batch = arrow_select::concat::concat_batches(&schema, &batches)
                 .map_err(|e| Error::internal(format!("cannot put edges together: {e}")))?;
             notes.push(format!(
-                "{} AS {}: {} IN {} key{} -> {} edge{}",
+                "{} AS {}: {} IN {} key{} -> {} row{}",
                 expansion.table,
                 expansion.name,
                 expansion.near.join(" or "),
@@ -177,7 +177,14 @@ impl Tables {
         Ok(notes)
     }
 
+    /// Register `table` under `name`, in place of any table of that name (a query's
+    /// expansions replace an earlier query's on the same tables).
     pub fn register(&self, name: &str, table: Arc<dyn TableProvider>) -> Result<()> {
+        self.context
+            .deregister_table(TableReference::bare(name))
+            .context(EngineSnafu {
+                action: "replace a table",
+            })?;
         self.context
             .register_table(TableReference::bare(name), table)
             .map(|_| ())

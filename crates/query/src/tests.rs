@@ -384,7 +384,22 @@ async fn an_anchored_start_reads_the_edge_table_filtered_on_its_key() {
     assert!(!text.contains("FROM \"Person\""), "{text}");
     assert!(text.contains("\"__e1\".\"src\" = 'ada'"), "{text}");
     assert!(
-        text.contains("read by key|Knows AS __expanded__e1: src IN 1 key -> 2 edges"),
+        text.contains("read by key|Knows AS __expanded__e1: src IN 1 key -> 2 rows"),
+        "{text}"
+    );
+    // A node table the query joins is read by the keys reached, through its `id`.
+    let plan = crate::explain(
+        &tables,
+        Language::Cypher,
+        "MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN b.age",
+        &catalog,
+        &Params::new(),
+    )
+    .await
+    .expect("explains");
+    let text = lines(&plan).join("\n");
+    assert!(
+        text.contains("Person AS __nodes_b: id IN 2 keys -> 2 rows"),
         "{text}"
     );
 }

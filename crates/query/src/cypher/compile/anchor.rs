@@ -142,15 +142,40 @@ impl<'q, 'c> Compiler<'q, 'c> {
                 break;
             }
         }
+        // The node tables the query joins, read by the keys reached too (their `id`
+        // index): a node bound where a step or an anchor leads has one of those keys.
+        for name in &self.order {
+            let binding = &self.vars[name];
+            let (Some(seed), Some(ty)) = (reached.get(name), binding.ty) else {
+                continue;
+            };
+            if binding.kind != TypeKind::Node || !binding.joined || binding.prefix.is_some() {
+                continue;
+            }
+            self.expansions.push((
+                name.clone(),
+                Expansion {
+                    name: format!("__nodes_{name}"),
+                    table: ty.name.clone(),
+                    near: vec!["id"],
+                    seed: seed.clone(),
+                },
+            ));
+        }
     }
 
     /// The table a step's edges are read from: its expansion's rows, or the whole table.
     pub(super) fn edge_source(&self, step: &Step) -> String {
+        self.source_of(&step.edge, step.ty.as_deref().unwrap_or_default())
+    }
+
+    /// What the variable `var` of type `table` is read from: the rows its expansion
+    /// found, or the whole table.
+    pub(super) fn source_of(&self, var: &str, table: &str) -> String {
         self.expansions
             .iter()
-            .find(|(edge, _)| edge == &step.edge)
-            .map(|(_, e)| e.name.clone())
-            .unwrap_or_else(|| step.ty.clone().unwrap_or_default())
+            .find(|(expanded, _)| expanded == var)
+            .map_or_else(|| table.to_owned(), |(_, e)| e.name.clone())
     }
 }
 

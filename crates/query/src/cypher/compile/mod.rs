@@ -235,7 +235,12 @@ impl<'q, 'c> Compiler<'q, 'c> {
             if binding.kind == TypeKind::Node {
                 if binding.joined && placed.insert(name.clone()) {
                     let table = binding.ty.map(|t| t.name.clone()).unwrap_or_default();
-                    from.push((1, format!("{} AS {}", ident(&table), ident(&binding.alias))));
+                    let source = self.source_of(name, &table);
+                    let order = if source == table { 1 } else { 0 };
+                    from.push((
+                        order,
+                        format!("{} AS {}", ident(&source), ident(&binding.alias)),
+                    ));
                     let own = format!("{}.{}", ident(&binding.alias), ident("id"));
                     if let Some(existing) = &binding.id {
                         conditions.push(format!("{own} = {existing}"));

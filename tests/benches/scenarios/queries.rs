@@ -59,52 +59,41 @@ fn age(i: usize) -> usize {
 }
 
 async fn load_tributary(graph: &Graph, nodes: usize, edges: &[(usize, usize)]) {
-    let mut text = String::new();
-    let mut lines = 0;
-    let flush = |text: &mut String, lines: &mut usize| {
-        let body = std::mem::take(text);
-        *lines = 0;
-        body
-    };
-    for i in 0..nodes {
-        let _ = writeln!(
-            text,
+    let people = (0..nodes).map(|i| {
+        format!(
             r#"{{"type":"Person","data":{{"name":"p{i}","age":{}}}}}"#,
             age(i)
-        );
-        lines += 1;
-        if lines == LOAD_LINES {
-            let body = flush(&mut text, &mut lines);
+        )
+    });
+    let knows = edges
+        .iter()
+        .map(|(src, dst)| format!(r#"{{"edge":"Knows","from":"p{src}","to":"p{dst}"}}"#));
+    load_in_chunks(graph, people).await;
+    load_in_chunks(graph, knows).await;
+}
+
+/// `lines` as loads of `LOAD_LINES` lines each.
+async fn load_in_chunks(graph: &Graph, lines: impl Iterator<Item = String>) {
+    let mut text = String::new();
+    let mut count = 0;
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+        count += 1;
+        if count == LOAD_LINES {
             graph
-                .load(&body, &LoadOptions::default())
+                .load(&text, &LoadOptions::default())
                 .await
-                .expect("load people");
+                .expect("load");
+            text.clear();
+            count = 0;
         }
     }
-    if lines > 0 {
-        let body = flush(&mut text, &mut lines);
+    if count > 0 {
         graph
-            .load(&body, &LoadOptions::default())
+            .load(&text, &LoadOptions::default())
             .await
-            .expect("load people");
-    }
-    for (src, dst) in edges {
-        let _ = writeln!(text, r#"{{"edge":"Knows","from":"p{src}","to":"p{dst}"}}"#);
-        lines += 1;
-        if lines == LOAD_LINES {
-            let body = flush(&mut text, &mut lines);
-            graph
-                .load(&body, &LoadOptions::default())
-                .await
-                .expect("load edges");
-        }
-    }
-    if lines > 0 {
-        let body = flush(&mut text, &mut lines);
-        graph
-            .load(&body, &LoadOptions::default())
-            .await
-            .expect("load edges");
+            .expect("load");
     }
 }
 

@@ -255,3 +255,41 @@ async fn an_anchored_query_filters_the_edge_scan_on_its_key() {
     let answer = graph.query(&request).await.unwrap();
     assert_eq!(strings(&answer, "b.name"), ["bob"]);
 }
+
+/// Object-store operations of `request` on the graph at `uri` opened afresh (cold caches).
+async fn ops_of(uri: &str, request: &QueryRequest) -> u64 {
+    let counter = tributary::OpCounter::new();
+    let graph = Graph::builder(uri)
+        .counted(counter.clone())
+        .open()
+        .await
+        .unwrap();
+    counter.reset();
+    graph.query(request).await.unwrap();
+    counter.snapshot().total()
+}
+
+#[tokio::test]
+async fn a_cypher_query_opens_only_the_tables_it_reads() {
+    let (_dir, uri, graph) = temp_graph().await;
+    graph
+        .load(
+            &ndjson(&[
+                person("ada", 36),
+                company("acme"),
+                edge("WorksAt", "ada", "acme"),
+            ]),
+            &LoadOptions::default(),
+        )
+        .await
+        .unwrap();
+    // The same count of one type: Cypher names it, so only its table is opened; SQL may
+    // name any, so every type's is.
+    let cypher = ops_of(
+        &uri,
+        &QueryRequest::cypher("MATCH (c:Company) RETURN count(*)"),
+    )
+    .await;
+    let sql = ops_of(&uri, &QueryRequest::sql("SELECT count(*) FROM Company")).await;
+    assert!(cypher < sql, "Cypher {cypher} operations, SQL {sql}");
+}

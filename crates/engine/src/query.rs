@@ -65,9 +65,10 @@ impl Graph {
             });
         }
         let catalog = self.catalog();
-        // Refuse a query that does not compile before a table is opened.
-        tributary_query::check(request.language, &request.text, &catalog, &request.params)
-            .context(QuerySnafu)?;
+        // Compiled once, before a table is opened: a refusal opens nothing.
+        let compiled =
+            tributary_query::prepare(request.language, &request.text, &catalog, &request.params)
+                .context(QuerySnafu)?;
         let snapshot = self.snapshot(&request.view.at).await?;
         // The fresh tier filters by scanning: read its edge tables whole.
         let tables = if request.view.fresh {
@@ -75,35 +76,29 @@ impl Graph {
         } else {
             Tables::new()
         };
+        // Only the types the query reads (a Cypher query says; SQL may read any).
+        let read: Vec<&TypeDef> = catalog
+            .types
+            .iter()
+            .filter(|ty| compiled.types.as_ref().is_none_or(|t| t.contains(&ty.name)))
+            .collect();
         let opened = try_join_all(
-            catalog
-                .types
-                .iter()
+            read.iter()
                 .map(|ty| self.query_table(&snapshot, ty, &request.view)),
         )
         .await?;
-        for (ty, table) in catalog.types.iter().zip(opened) {
+        for (ty, table) in read.iter().zip(opened) {
             tables.register(&ty.name, table).context(QuerySnafu)?;
         }
         if stalled() {
             // Held here until its caller's time runs out (tests of query timeouts).
             std::future::pending::<()>().await;
         }
-        let language = request.language;
         let run = if request.explain {
-            tributary_query::explain(&tables, language, &request.text, &catalog, &request.params)
-                .await
+            tributary_query::explain(&tables, &compiled).await
         } else {
             let max_rows = Some(request.max_rows.unwrap_or(MAX_READ_LIMIT));
-            tributary_query::run(
-                &tables,
-                language,
-                &request.text,
-                &catalog,
-                &request.params,
-                max_rows,
-            )
-            .await
+            tributary_query::run(&tables, &compiled, max_rows).await
         };
         run.context(QuerySnafu)
     }

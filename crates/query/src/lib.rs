@@ -34,8 +34,14 @@ pub enum Language {
     Sql,
 }
 
-/// A query made ready to run: its SQL, and for Cypher the edges to read by key first.
-fn prepare(language: Language, text: &str, catalog: &Catalog, params: &Params) -> Result<Compiled> {
+/// A query made ready to run, against `catalog`: errors (with their places) come from
+/// here, before any table is opened. Compile once, then [`run`] or [`explain`] it.
+pub fn prepare(
+    language: Language,
+    text: &str,
+    catalog: &Catalog,
+    params: &Params,
+) -> Result<Compiled> {
     match language {
         Language::Cypher => {
             let query = cypher::parser::parse(text)?;
@@ -51,37 +57,20 @@ fn prepare(language: Language, text: &str, catalog: &Catalog, params: &Params) -
                 sql: text.to_owned(),
                 columns: Vec::new(),
                 expansions: Vec::new(),
+                // SQL may name any table.
+                types: None,
+                cypher: false,
             })
         }
     }
 }
 
-/// Check a query against `catalog` without running it: its errors, with their places,
-/// before any table is opened.
-pub fn check(language: Language, text: &str, catalog: &Catalog, params: &Params) -> Result<()> {
-    prepare(language, text, catalog, params).map(|_| ())
-}
-
-/// The SQL a Cypher query compiles to (SQL as it is).
-pub fn to_sql(
-    language: Language,
-    text: &str,
-    catalog: &Catalog,
-    params: &Params,
-) -> Result<String> {
-    prepare(language, text, catalog, params).map(|compiled| compiled.sql)
-}
-
-/// Run a query over `tables`: its rows, at most `max_rows` of them.
+/// Run a prepared query over `tables`: its rows, at most `max_rows` of them.
 pub async fn run(
     tables: &Tables,
-    language: Language,
-    text: &str,
-    catalog: &Catalog,
-    params: &Params,
+    compiled: &Compiled,
     max_rows: Option<usize>,
 ) -> Result<RecordBatch> {
-    let compiled = prepare(language, text, catalog, params)?;
     tables.expand(&compiled.expansions).await?;
     let rows = tables.run(&compiled.sql, max_rows).await?;
     named(rows, &compiled.columns)
@@ -107,16 +96,9 @@ fn named(rows: RecordBatch, names: &[String]) -> Result<RecordBatch> {
 /// What a query runs, as rows (`step`, `plan`): the SQL a Cypher query compiles to, the
 /// edges it reads by key first (it reads them, to say how many), the optimized logical
 /// plan, and the physical plan with what each scan reads and filters.
-pub async fn explain(
-    tables: &Tables,
-    language: Language,
-    text: &str,
-    catalog: &Catalog,
-    params: &Params,
-) -> Result<RecordBatch> {
-    let compiled = prepare(language, text, catalog, params)?;
+pub async fn explain(tables: &Tables, compiled: &Compiled) -> Result<RecordBatch> {
     let mut steps = Vec::new();
-    if language == Language::Cypher {
+    if compiled.cypher {
         steps.push(("sql".to_owned(), compiled.sql.clone()));
     }
     let expanded = tables.expand(&compiled.expansions).await?;

@@ -10,7 +10,32 @@ use datafusion::datasource::MemTable;
 use serde_json::json;
 use tributary_schema::Catalog;
 
-use crate::{run, Language, Params, Tables};
+use crate::{prepare, Language, Params, Tables};
+
+/// Prepare and run, as the engine does.
+async fn run(
+    tables: &Tables,
+    language: Language,
+    text: &str,
+    catalog: &Catalog,
+    params: &Params,
+    max_rows: Option<usize>,
+) -> crate::Result<RecordBatch> {
+    let compiled = prepare(language, text, catalog, params)?;
+    crate::run(tables, &compiled, max_rows).await
+}
+
+/// Prepare and explain.
+async fn explain(
+    tables: &Tables,
+    language: Language,
+    text: &str,
+    catalog: &Catalog,
+    params: &Params,
+) -> crate::Result<RecordBatch> {
+    let compiled = prepare(language, text, catalog, params)?;
+    crate::explain(tables, &compiled).await
+}
 
 const SCHEMA: &str = "
 node Person { name: String @key  age: I32? }
@@ -370,7 +395,7 @@ async fn more_rows_than_the_cap_is_an_error_not_a_cut() {
 #[tokio::test]
 async fn an_anchored_start_reads_the_edge_table_filtered_on_its_key() {
     let (catalog, tables) = graph();
-    let plan = crate::explain(
+    let plan = explain(
         &tables,
         Language::Cypher,
         "MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN count(b)",
@@ -388,7 +413,7 @@ async fn an_anchored_start_reads_the_edge_table_filtered_on_its_key() {
         "{text}"
     );
     // A node table the query joins is read by the keys reached, through its `id`.
-    let plan = crate::explain(
+    let plan = explain(
         &tables,
         Language::Cypher,
         "MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN b.age",
@@ -402,6 +427,30 @@ async fn an_anchored_start_reads_the_edge_table_filtered_on_its_key() {
         text.contains("Person AS __nodes_b: id IN 2 keys -> 2 rows"),
         "{text}"
     );
+}
+
+#[test]
+fn a_cypher_query_names_the_types_it_reads() {
+    let catalog = Catalog::parse(SCHEMA).expect("parses");
+    let types = |text: &str| {
+        prepare(Language::Cypher, text, &catalog, &Params::new())
+            .expect("compiles")
+            .types
+            .expect("Cypher names its types")
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(types("MATCH (c:Company) RETURN count(*)"), ["Company"]);
+    assert_eq!(
+        types("MATCH (a:Person {name: 'ada'})-[:Knows]->(b) RETURN count(b)"),
+        ["Knows", "Person"]
+    );
+    assert_eq!(
+        types("MATCH (c:Company) OPTIONAL MATCH (c)<-[:WorksAt]-(p) RETURN count(p)"),
+        ["Company", "Person", "WorksAt"]
+    );
+    let sql = prepare(Language::Sql, "SELECT 1", &catalog, &Params::new()).expect("sql");
+    assert_eq!(sql.types, None);
 }
 
 #[test]

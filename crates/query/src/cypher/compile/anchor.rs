@@ -12,12 +12,8 @@ impl<'q, 'c> Compiler<'q, 'c> {
             for pattern in &m.patterns {
                 let nodes = pattern.nodes();
                 for node in nodes {
-                    let name = match &node.var {
-                        Some(var) => var.name.clone(),
-                        None => match self.anonymous_at(node.at) {
-                            Ok(name) => name,
-                            Err(_) => continue,
-                        },
+                    let Ok(name) = self.node_name(node) else {
+                        continue;
                     };
                     let ty = self.vars.get(&name).and_then(|b| b.ty);
                     for (field, value) in &node.props {

@@ -503,7 +503,15 @@ impl<'q, 'c> Compiler<'q, 'c> {
     }
 
     /// The generated name of the anonymous node pattern at `at`.
-    pub(super) fn anonymous_at(&self, at: usize) -> Result<String> {
+    /// The variable a node pattern binds: its own name, or the one made for it.
+    pub(super) fn node_name(&self, node: &NodePattern) -> Result<String> {
+        match &node.var {
+            Some(var) => Ok(var.name.clone()),
+            None => self.anonymous_at(node.at),
+        }
+    }
+
+    fn anonymous_at(&self, at: usize) -> Result<String> {
         let generated = format!("{GENERATED}n");
         match self
             .vars

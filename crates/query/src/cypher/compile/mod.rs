@@ -69,6 +69,11 @@ pub struct Compiled {
     pub sql: String,
     pub columns: Vec<String>,
     pub expansions: Vec<Expansion>,
+    /// The node and edge types the query reads (`None`: any, as SQL may): the only
+    /// tables to open for it.
+    pub types: Option<BTreeSet<String>>,
+    /// Compiled from Cypher (its SQL is worth showing in an explanation).
+    pub cypher: bool,
 }
 
 /// An edge table a query reads only where one end is among keys it already knows: the
@@ -184,6 +189,8 @@ struct Compiler<'q, 'c> {
     anonymous: usize,
     /// Edge variable → its expansion, in the order they run.
     expansions: Vec<(String, Expansion)>,
+    /// Types read by the `OPTIONAL MATCH`es compiled into this query.
+    optional_types: BTreeSet<String>,
 }
 
 impl<'q, 'c> Compiler<'q, 'c> {
@@ -197,7 +204,23 @@ impl<'q, 'c> Compiler<'q, 'c> {
             steps: Vec::new(),
             anonymous: 0,
             expansions: Vec::new(),
+            optional_types: BTreeSet::new(),
         }
+    }
+
+    /// The types this query reads: its variables', its relationships', its optional
+    /// clauses'.
+    fn read_types(&self) -> BTreeSet<String> {
+        let bound = self
+            .vars
+            .values()
+            .filter_map(|b| b.ty)
+            .map(|t| t.name.clone());
+        let walked = self.steps.iter().filter_map(|s| s.ty.clone());
+        bound
+            .chain(walked)
+            .chain(self.optional_types.iter().cloned())
+            .collect()
     }
 
     fn error<T>(&self, at: usize, message: impl AsRef<str>) -> Result<T> {
@@ -283,10 +306,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
             for pattern in &m.patterns {
                 let nodes = pattern.nodes();
                 for node in nodes {
-                    let name = match &node.var {
-                        Some(var) => var.name.clone(),
-                        None => self.anonymous_at(node.at)?,
-                    };
+                    let name = self.node_name(node)?;
                     conditions.extend(self.inline_properties(&name, &node.props)?);
                 }
                 for (rel, _) in &pattern.steps {
@@ -612,6 +632,8 @@ impl<'q, 'c> Compiler<'q, 'c> {
             sql,
             columns,
             expansions: self.expansions.iter().map(|(_, e)| e.clone()).collect(),
+            types: Some(self.read_types()),
+            cypher: true,
         })
     }
 

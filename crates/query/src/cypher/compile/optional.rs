@@ -114,6 +114,7 @@ impl<'q, 'c> Compiler<'q, 'c> {
             let _ = write!(sql, " WHERE {}", conditions.join(" AND "));
         }
         self.anonymous = sub.anonymous;
+        self.optional_types.extend(sub.read_types());
         self.expansions.append(&mut sub.expansions);
         for (name, kind, ty, at) in bound {
             let id = (kind == TypeKind::Node)

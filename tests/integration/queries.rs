@@ -291,5 +291,6 @@ async fn a_cypher_query_opens_only_the_tables_it_reads() {
     )
     .await;
     let sql = ops_of(&uri, &QueryRequest::sql("SELECT count(*) FROM Company")).await;
+    eprintln!("object-store operations: Cypher {cypher}, SQL {sql}");
     assert!(cypher < sql, "Cypher {cypher} operations, SQL {sql}");
 }

@@ -20,7 +20,7 @@ use tributary_schema::Catalog;
 pub use cypher::compile::{Compiled, Expansion, Seed, MAX_HOPS};
 pub use error::{Error, Result};
 pub use params::{parse_assignment, Params};
-pub use sql::{ident, string_literal, Tables, MAX_EXPANSION_KEYS};
+pub use sql::{Tables, MAX_EXPANSION_KEYS};
 pub use table::{LoadedTable, Loader};
 
 /// Which language a query is written in.

@@ -54,12 +54,12 @@ fn other_ends(batch: &RecordBatch, columns: &[&str]) -> Option<BTreeSet<String>>
 }
 
 /// `name` as a SQL identifier (quoted: names keep their case).
-pub fn ident(name: &str) -> String {
+pub(crate) fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// `value` as a SQL string literal.
-pub fn string_literal(value: &str) -> String {
+pub(crate) fn string_literal(value: &str) -> String {
     format!("'{}'", value.replace('\'', "''"))
 }
 

@@ -2,7 +2,8 @@
 //!
 //! - `demo`  build the CLI and run it on `examples/` (init, load, read, neighbours, a
 //!   Cypher and a SQL query, ingest, similarity search, log);
-//! - `lint`  fmt check and clippy `-D warnings` only (the quick loop while editing);
+//! - `lint`  fmt check, no import circles between a crate's modules, and clippy `-D warnings`
+//!   (the quick loop while editing);
 //! - `test`  `lint`, then the test suite (nextest when installed);
 //! - `bench` the decode benchmark and the scenario benchmarks, in release; the scenarios'
 //!   records are kept in `docs/bench/results.ndjson` and drawn as SVG charts there;
@@ -12,6 +13,7 @@
 //! Lance's build needs `protoc`; every cargo call here gets it from `protoc-bin-vendored`.
 
 mod charts;
+mod circles;
 mod example;
 
 use std::path::{Path, PathBuf};
@@ -29,7 +31,7 @@ fn main() -> ExitCode {
         _ => {
             eprintln!(
                 "usage: cargo xtask <demo|lint|test|bench|charts|ci>\n\n  demo   build the CLI and run it on examples/\n  \
-                 lint   fmt check and clippy -D warnings (no tests)\n  \
+                 lint   fmt check, import circles, clippy -D warnings (no tests)\n  \
                  test   fmt check, clippy -D warnings, the whole test suite (extra args go to the test runner)\n  \
                  bench  benchmarks in release, JSON lines on stdout, kept and drawn in docs/bench/\n  \
                  charts draw docs/bench/*.svg again from docs/bench/results.ndjson (or a given file)\n  \
@@ -114,6 +116,14 @@ fn cargo_with(args: &[&str]) -> Result<Command> {
 
 fn lint() -> Result {
     run(cargo_with(&["fmt", "--all", "--check"])?)?;
+    let circles = circles::import_circles(&root().join("crates"))?;
+    if !circles.is_empty() {
+        return Err(format!(
+            "modules of a crate import each other in a circle (ARCHITECTURE.md: no import \
+             circles):\n  {}",
+            circles.join("\n  ")
+        ));
+    }
     demo_shares_the_test_build()?;
     run(cargo_with(&[
         "clippy",

@@ -215,14 +215,14 @@ pub enum Error {
     MergeConflict {
         source_branch: String,
         target: String,
-        keys: Vec<crate::merge::ConflictKey>,
+        keys: Vec<crate::merge_keys::ConflictKey>,
     },
 
     #[snafu(display("{}", describe_broken(source_branch, target, broken)))]
     MergeBreaksConstraints {
         source_branch: String,
         target: String,
-        broken: Vec<crate::merge::BrokenKey>,
+        broken: Vec<crate::merge_keys::BrokenKey>,
     },
 
     /// Two heads with no common ancestor: the commit chain is damaged.
@@ -244,7 +244,7 @@ pub enum Error {
     Remote {
         kind: ErrorKind,
         message: String,
-        conflicts: Vec<crate::merge::ConflictKey>,
+        conflicts: Vec<crate::merge_keys::ConflictKey>,
     },
 }
 
@@ -264,7 +264,11 @@ fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
 /// At most this many keys are named in a merge's refusal; the count says how many.
 const KEYS_SHOWN: usize = 10;
 
-fn describe_conflicts(source: &str, target: &str, keys: &[crate::merge::ConflictKey]) -> String {
+fn describe_conflicts(
+    source: &str,
+    target: &str,
+    keys: &[crate::merge_keys::ConflictKey],
+) -> String {
     let header = format!(
         "merging `{source}` into `{target}`: {} key{} changed differently on both since they forked; nothing was merged:",
         keys.len(),
@@ -273,7 +277,7 @@ fn describe_conflicts(source: &str, target: &str, keys: &[crate::merge::Conflict
     listed(header, keys)
 }
 
-fn describe_broken(source: &str, target: &str, broken: &[crate::merge::BrokenKey]) -> String {
+fn describe_broken(source: &str, target: &str, broken: &[crate::merge_keys::BrokenKey]) -> String {
     let header = format!(
         "merging `{source}` into `{target}` would break {} constraint{}; nothing was merged:",
         broken.len(),
@@ -390,7 +394,7 @@ impl Error {
     /// A server's refusal of a merge, with the keys it named.
     pub fn remote_conflict(
         message: impl Into<String>,
-        conflicts: Vec<crate::merge::ConflictKey>,
+        conflicts: Vec<crate::merge_keys::ConflictKey>,
     ) -> Error {
         Error::Remote {
             kind: ErrorKind::Conflict,
@@ -400,7 +404,7 @@ impl Error {
     }
 
     /// The keys a merge found changed differently on both sides, if that is what this is.
-    pub fn conflicts(&self) -> &[crate::merge::ConflictKey] {
+    pub fn conflicts(&self) -> &[crate::merge_keys::ConflictKey] {
         match self {
             Error::MergeConflict { keys, .. } => keys,
             Error::Remote { conflicts, .. } => conflicts,

@@ -48,6 +48,7 @@ mod graph;
 mod ingest;
 mod load;
 mod merge;
+mod merge_keys;
 mod ops;
 mod patches;
 mod producers;

@@ -15,7 +15,6 @@
 //! whose row is the same as at the base counts as unchanged.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
-use std::fmt;
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch, UInt32Array, UInt64Array};
@@ -26,6 +25,8 @@ use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitId, CommitRecord, Publisher};
 use tributary_schema::{TypeBatch, TypeDef, TypeDeletes, TypeKind};
 use tributary_write::lookup::string_column;
+
+pub use crate::merge_keys::{BrokenKey, ConflictKey};
 
 use crate::error::{
     ArrowSnafu, Error, LanceSnafu, MergeBreaksConstraintsSnafu, MergeConflictSnafu,
@@ -76,40 +77,6 @@ impl MergeOutcome {
             rows: BTreeMap::new(),
             deleted: BTreeMap::new(),
         }
-    }
-}
-
-/// A key changed on both sides, differently.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
-pub struct ConflictKey {
-    pub type_name: String,
-    pub key: String,
-    /// What the merged branch did with it, and what the target did: `changed` or `deleted`.
-    pub source_change: String,
-    pub target_change: String,
-}
-
-impl fmt::Display for ConflictKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} `{}`: {} on the merged branch, {} on the target",
-            self.type_name, self.key, self.source_change, self.target_change
-        )
-    }
-}
-
-/// A change the merge would make that breaks a constraint on the target.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct BrokenKey {
-    /// `Type `key``, or the edge a deleted node would strand.
-    pub what: String,
-    pub reason: String,
-}
-
-impl fmt::Display for BrokenKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.what, self.reason)
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod cypher;
 mod error;
 mod params;
+mod quote;
 mod sql;
 mod table;
 

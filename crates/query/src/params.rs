@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::sql::string_literal;
+use crate::quote::string_literal;
 
 /// Parameter name → value.
 pub type Params = BTreeMap<String, Value>;

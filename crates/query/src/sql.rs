@@ -53,16 +53,6 @@ fn other_ends(batch: &RecordBatch, columns: &[&str]) -> Option<BTreeSet<String>>
     Some(keys)
 }
 
-/// `name` as a SQL identifier (quoted: names keep their case).
-pub(crate) fn ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// `value` as a SQL string literal.
-pub(crate) fn string_literal(value: &str) -> String {
-    format!("'{}'", value.replace('\'', "''"))
-}
-
 /// The most keys an expansion looks up in an index; past it, the query reads the whole
 /// table (a hash join over one scan is then cheaper than the lookups).
 pub const MAX_EXPANSION_KEYS: usize = 50_000;

@@ -12,7 +12,7 @@ use arrow_array::{ArrayRef, FixedSizeListArray, Float32Array, ListArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef};
 
-use super::convert::Cell;
+use crate::schema::value::Cell;
 use crate::schema::FieldType;
 
 pub(crate) enum Column {

@@ -5,7 +5,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::ArrowError;
 
 use super::columns::Column;
-use super::convert::{convert_field, default_as_json};
+use crate::schema::value::{convert_field, default_as_json};
 use crate::schema::TypeDef;
 
 /// `rows` copies of `field`'s default, or nulls.

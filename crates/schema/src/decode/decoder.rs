@@ -3,10 +3,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::convert::{convert_field, Cell};
-use super::json::{quote_name, Json};
 use super::table::{KeyValue, StagedRow, TableBuilder};
 use super::{Decoded, LineError, TypeDeletes};
+use crate::schema::json::{quote_name, Json};
+use crate::schema::value::{convert_field, Cell};
 use crate::schema::{Catalog, TypeDef, TypeKind};
 
 /// Unknown-type errors list the declared types when there are at most this many.

@@ -10,9 +10,7 @@
 
 mod columns;
 mod conform;
-pub(crate) mod convert;
 mod decoder;
-mod json;
 mod patch;
 mod table;
 

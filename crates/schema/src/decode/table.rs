@@ -9,8 +9,8 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::SchemaRef;
 
 use super::columns::Column;
-use super::convert::{convert_field, default_as_json, Cell};
 use super::{TypeBatch, TypePatches};
+use crate::schema::value::{convert_field, default_as_json, Cell};
 use crate::schema::{TypeDef, TypeKind};
 
 /// A key value in the form the `id` column is derived from.

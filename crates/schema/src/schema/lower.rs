@@ -13,7 +13,7 @@ use super::error::{
     NodeKeyCountSnafu, Position, ReservedNameSnafu, SchemaError, UnknownEndpointSnafu,
 };
 use super::parser::{FieldAnnotation, FieldDecl, Literal, Spanned, TypeDecl};
-use crate::decode::convert::{convert_field, default_as_json};
+use super::value::{convert_field, default_as_json};
 
 /// Names the storage layer owns: the system columns and anything `_`-prefixed.
 const RESERVED_FIELD_NAMES: [&str; 3] = ["id", "src", "dst"];

@@ -3,9 +3,11 @@
 mod catalog;
 mod error;
 mod evolution;
+pub(crate) mod json;
 mod lexer;
 mod lower;
 mod parser;
+pub(crate) mod value;
 
 pub use catalog::{
     Cardinality, Catalog, CheckPattern, DefaultValue, EdgeEnds, FieldDef, FieldType, IndexKind,

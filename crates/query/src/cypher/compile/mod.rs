@@ -29,7 +29,7 @@ use optional::OptionalPart;
 
 use crate::error::{Error, Result};
 use crate::params::Params;
-use crate::sql::{ident, string_literal};
+use crate::quote::{ident, string_literal};
 use expr::has_aggregate;
 
 /// What the names the compiler makes up start with.

@@ -1,0 +1,38 @@
+//! The keys a refused merge names: what its error and its answer carry (a leaf, so the
+//! error model does not import the merge).
+
+use std::fmt;
+
+/// A key changed on both sides, differently.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ConflictKey {
+    pub type_name: String,
+    pub key: String,
+    /// What the merged branch did with it, and what the target did: `changed` or `deleted`.
+    pub source_change: String,
+    pub target_change: String,
+}
+
+impl fmt::Display for ConflictKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} `{}`: {} on the merged branch, {} on the target",
+            self.type_name, self.key, self.source_change, self.target_change
+        )
+    }
+}
+
+/// A change the merge would make that breaks a constraint on the target.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BrokenKey {
+    /// `Type `key``, or the edge a deleted node would strand.
+    pub what: String,
+    pub reason: String,
+}
+
+impl fmt::Display for BrokenKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.what, self.reason)
+    }
+}

@@ -3,7 +3,9 @@
 //! branches at once, deletes, and cleanup with several branches.
 
 use arrow_array::Int32Array;
-use tributary::{At, CommitKind, ErrorKind, Graph, LoadOptions, MergeKind, ReadOptions};
+use tributary::{
+    At, CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, MergeKind, ReadOptions,
+};
 use tributary_tests::{company, delete, edge, ndjson, person, person_with_email, temp_graph};
 
 use crate::columns::{column, sorted_strings};
@@ -552,12 +554,9 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
 /// (merging again writes it): once, with both parents, never half.
 #[tokio::test]
 async fn a_merge_stopped_in_any_crash_window_lands_once_or_not_at_all() {
-    for point in [
-        "load::before-table-commits",
-        "load::between-table-commits",
-        "load::before-publish",
-        "load::before-sidecar-delete",
-    ] {
+    for window in CrashWindow::all(CommitKind::Merge) {
+        let point = window.name();
+        let point = point.as_str();
         let (dir, graph) = base_graph().await;
         let uri = graph.store().location();
         graph.create_branch("dev", &At::default()).await.unwrap();

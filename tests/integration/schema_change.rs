@@ -7,7 +7,7 @@
 
 use arrow_array::{Array, Int32Array, StringArray};
 use lance::index::DatasetIndexExt;
-use tributary::{CommitKind, ErrorKind, Graph, LoadOptions, View};
+use tributary::{CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, View, WriteStep};
 use tributary_tests::{ndjson, person, temp_graph, SCHEMA};
 
 use crate::columns::ids;
@@ -208,12 +208,14 @@ async fn another_process_takes_the_new_schema_at_its_next_write() {
 
 #[tokio::test]
 async fn a_change_stopped_before_its_publish_is_finished_by_the_next_write() {
-    for point in ["schema::before-fill", "schema::before-publish"] {
-        change_stopped_at(point).await;
+    for window in CrashWindow::all(CommitKind::Schema) {
+        change_stopped_at(window).await;
     }
 }
 
-async fn change_stopped_at(point: &str) {
+async fn change_stopped_at(window: CrashWindow) {
+    let point = window.name();
+    let point = point.as_str();
     let (_dir, _uri, graph) = temp_graph().await;
     graph
         .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
@@ -230,7 +232,12 @@ async fn change_stopped_at(point: &str) {
     // Nothing visible changed until the next write, which finishes the change first (every
     // stored row filled, even when the stop came between a column and its defaults).
     assert_eq!(graph.schema_source(), SCHEMA);
-    assert_eq!(graph.log("main", 1).await.unwrap()[0].schema_version, 1);
+    let published = window.step == WriteStep::BeforeIntentDelete;
+    assert_eq!(
+        graph.log("main", 1).await.unwrap()[0].schema_version,
+        if published { 2 } else { 1 },
+        "{point}"
+    );
     graph
         .load(&ndjson(&[person("bob", 41)]), &LoadOptions::default())
         .await

@@ -20,7 +20,7 @@ use crate::error::{
 use crate::fold::Claim;
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
 use tributary_memwal_adapter::MemWalTable;
-use tributary_write::Recovered;
+use tributary_write::{CrashWindow, Recovered, WriteStep};
 
 const BRANCH_ACTOR: &str = "tributary:branch";
 
@@ -105,13 +105,12 @@ impl Graph {
             .put(&lineage_marker(&lineage), name.to_string().into_bytes())
             .await
             .context(StorageSnafu)?;
-        // Tests stop a create here: forked tables with no head are cleanup's to remove.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("branch::before-publish", |_| Err(crate::Error::Fold {
-            source: tributary_write::Error::Injected {
-                point: "branch::before-publish".to_owned(),
-            },
-        }));
+        // Forked tables with no head are cleanup's to remove.
+        CrashWindow {
+            kind: CommitKind::Branch,
+            step: WriteStep::BeforePublish,
+        }
+        .check()?;
         let plan = PublishPlan {
             branch: name.clone(),
             expected_head: None,

@@ -92,6 +92,6 @@ pub use tributary_schema::{
 };
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
-    FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered, RejectKind,
-    RejectPolicy, FOLD_ACTOR, REJECTS_PATH,
+    CrashWindow, FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered,
+    RejectKind, RejectPolicy, WriteStep, FOLD_ACTOR, REJECTS_PATH,
 };

@@ -31,6 +31,7 @@ use tributary_publisher::{
     BranchName, CommitKind, CommitRecord, PublishPlan, Publisher, SchemaRecord,
 };
 use tributary_schema::{plan_change, Catalog, SchemaChange, TypeDef};
+use tributary_write::{CrashWindow, WriteStep};
 
 use crate::error::{Error, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu};
 use crate::fold::Claim;
@@ -213,14 +214,11 @@ impl Graph {
                 .collect();
             tables.insert(ty.table_path(), self.evolve_table(ty, &fields).await?);
         }
-        // The crash window between the tables' changes and the publish.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("schema::before-publish", |_| {
-            Err(tributary_write::Error::Injected {
-                point: "schema::before-publish".to_owned(),
-            }
-            .into())
-        });
+        CrashWindow {
+            kind: CommitKind::Schema,
+            step: WriteStep::BeforePublish,
+        }
+        .check()?;
         let plan = PublishPlan {
             branch: branch.clone(),
             expected_head: Some(head.id.clone()),
@@ -241,6 +239,12 @@ impl Graph {
             merged: None,
         };
         let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;
+        // Published, this process's schema not yet taken: the next write turn takes it.
+        CrashWindow {
+            kind: CommitKind::Schema,
+            step: WriteStep::BeforeIntentDelete,
+        }
+        .check()?;
         self.set_catalog(Arc::new(new), next);
         // A writer a send of this process opened during the change has the old schema.
         self.close_writers().await?;
@@ -412,14 +416,11 @@ impl Graph {
                     table: path.clone(),
                 })?;
         }
-        // The crash window between a column added and its defaults filled.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("schema::before-fill", |_| {
-            Err(tributary_write::Error::Injected {
-                point: "schema::before-fill".to_owned(),
-            }
-            .into())
-        });
+        CrashWindow {
+            kind: CommitKind::Schema,
+            step: WriteStep::BeforeFill,
+        }
+        .check()?;
         // The defaults, into every stored row that has none; again when a change stopped
         // between adding a column and filling it (nothing else writes the column before
         // the publish).

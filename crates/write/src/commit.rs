@@ -10,9 +10,7 @@ use lance::dataset::CommitBuilder;
 use lance::Dataset;
 use lance_select::RowAddrTreeMap;
 use snafu::ResultExt;
-use tributary_publisher::{
-    CommitId, CommitKind, CommitRecord, Error as PublishError, PublishPlan, Publisher,
-};
+use tributary_publisher::{CommitId, CommitRecord, Error as PublishError, PublishPlan, Publisher};
 use tributary_storage::GraphStore;
 
 use tributary_schema::{Catalog, TablePath};
@@ -21,6 +19,7 @@ use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, Stor
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
 use crate::lease::Lease;
+use crate::window::{CrashWindow, WriteStep};
 
 /// How often a write retries its publish after losing the head to another writer.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -73,43 +72,6 @@ pub enum Recovered {
         intent: String,
         error: String,
     },
-}
-
-macro_rules! crash_window {
-    ($name:literal) => {
-        fail::fail_point!($name, |_| Err(Error::Injected {
-            point: $name.to_owned()
-        }))
-    };
-}
-
-/// The crash windows of a write of `kind`, as failpoints (inert unless configured).
-fn crash_window(kind: CommitKind, window: Window) -> Result<()> {
-    match (kind, window) {
-        (CommitKind::Fold, Window::BeforeTableCommits) => {
-            crash_window!("fold::before-table-commits")
-        }
-        (CommitKind::Fold, Window::BetweenTableCommits) => {
-            crash_window!("fold::between-table-commits")
-        }
-        (CommitKind::Fold, Window::BeforePublish) => crash_window!("fold::before-publish"),
-        (CommitKind::Fold, Window::BeforeSidecarDelete) => {
-            crash_window!("fold::before-sidecar-delete")
-        }
-        (_, Window::BeforeTableCommits) => crash_window!("load::before-table-commits"),
-        (_, Window::BetweenTableCommits) => crash_window!("load::between-table-commits"),
-        (_, Window::BeforePublish) => crash_window!("load::before-publish"),
-        (_, Window::BeforeSidecarDelete) => crash_window!("load::before-sidecar-delete"),
-    }
-    Ok(())
-}
-
-#[derive(Clone, Copy)]
-enum Window {
-    BeforeTableCommits,
-    BetweenTableCommits,
-    BeforePublish,
-    BeforeSidecarDelete,
 }
 
 /// Where a commit's time went, in milliseconds.
@@ -178,7 +140,11 @@ pub async fn commit_intent(
             };
         }
     };
-    crash_window(intent.kind, Window::BeforeSidecarDelete)?;
+    CrashWindow {
+        kind: intent.kind,
+        step: WriteStep::BeforeIntentDelete,
+    }
+    .check()?;
     delete_sidecar(target.store, &sidecar).await;
     timings.publish_ms += ms_since(published);
     Ok(Committed { record, timings })
@@ -190,7 +156,11 @@ async fn commit_and_publish(
     staged: Vec<StagedWrite>,
     timings: &mut CommitTimings,
 ) -> Result<CommitRecord> {
-    crash_window(intent.kind, Window::BeforeTableCommits)?;
+    CrashWindow {
+        kind: intent.kind,
+        step: WriteStep::BeforeTableCommits,
+    }
+    .check()?;
     // The last moment a write can still give up with nothing committed: a holder that
     // stalled past the lease's grace may have been taken over meanwhile.
     if let Some(lease) = target.lease {
@@ -204,7 +174,11 @@ async fn commit_and_publish(
     let mut versions = BTreeMap::new();
     for (i, write) in staged.into_iter().enumerate() {
         if i == 1 {
-            crash_window(intent.kind, Window::BetweenTableCommits)?;
+            CrashWindow {
+                kind: intent.kind,
+                step: WriteStep::BetweenTableCommits,
+            }
+            .check()?;
         }
         let committed = commit_staged(
             write.dataset,
@@ -218,7 +192,11 @@ async fn commit_and_publish(
         timings.indexes_ms += ms_since(indexing);
         versions.insert(write.path, version);
     }
-    crash_window(intent.kind, Window::BeforePublish)?;
+    CrashWindow {
+        kind: intent.kind,
+        step: WriteStep::BeforePublish,
+    }
+    .check()?;
     let publishing = std::time::Instant::now();
     let published = publish_with_retry(
         target.publisher,

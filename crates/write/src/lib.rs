@@ -24,6 +24,7 @@ pub mod lookup;
 pub mod rejects;
 pub mod removal;
 mod run;
+pub mod window;
 
 pub use commit::{
     commit_intent, recover_intent, CommitTimings, Committed, GraphTarget, Recovered, StagedWrite,
@@ -36,3 +37,4 @@ pub use lease::{path_segment, producers_dir, Acquired, Lease, LEASE_DIR, PRODUCE
 pub use rejects::{rejects_schema, REJECTS_PATH};
 pub use removal::{edge_rows, merge_source, removal_filter};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};
+pub use window::{CrashWindow, WriteStep};

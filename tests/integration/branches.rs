@@ -4,7 +4,8 @@
 
 use arrow_array::Int32Array;
 use tributary::{
-    At, CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, MergeKind, ReadOptions,
+    At, CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, MergeKind, ReadOptions, Recovered,
+    WriteKind, WriteStep,
 };
 use tributary_tests::{company, delete, edge, ndjson, person, person_with_email, temp_graph};
 
@@ -554,7 +555,7 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
 /// (merging again writes it): once, with both parents, never half.
 #[tokio::test]
 async fn a_merge_stopped_in_any_crash_window_lands_once_or_not_at_all() {
-    for window in CrashWindow::all(CommitKind::Merge) {
+    for window in CrashWindow::all(WriteKind::Merge) {
         let point = window.name();
         let point = point.as_str();
         let (dir, graph) = base_graph().await;
@@ -658,4 +659,120 @@ async fn a_create_stopped_midway_leaves_nothing_visible_and_cleanup_removes_it()
         .await
         .unwrap();
     assert_eq!(again.branches, 0);
+}
+
+/// The branch names listed, `main` first.
+async fn branch_names(graph: &Graph) -> Vec<String> {
+    let heads = graph.branches().await.unwrap();
+    heads.iter().map(|h| h.branch.to_string()).collect()
+}
+
+/// A create stopped in either of its crash windows is settled by the name's next write
+/// turn: stopped before its publish it is dropped (nothing visible, its lineage's marker
+/// removed), stopped after it the branch stands; either way no intent is left.
+#[tokio::test]
+async fn a_create_stopped_in_any_window_is_settled_by_the_next_write_turn() {
+    for window in CrashWindow::all(WriteKind::Branch) {
+        let point = window.name();
+        let point = point.as_str();
+        let (dir, graph) = base_graph().await;
+        let uri = graph.store().location();
+        {
+            let _lock = crate::FAILPOINTS.lock().await;
+            let scenario = fail::FailScenario::setup();
+            fail::cfg(point, "return").unwrap();
+            let error = graph
+                .create_branch("dev", &At::default())
+                .await
+                .unwrap_err();
+            assert!(error.to_string().contains(point), "{point}: {error}");
+            scenario.teardown();
+        }
+        drop(graph);
+        let graph = Graph::open(&uri).await.unwrap();
+        let published = window.step == WriteStep::BeforeIntentDelete;
+        let report = graph.recover().await.unwrap();
+        assert_eq!(report.len(), 1, "{point}: {report:?}");
+        assert!(
+            matches!(
+                (&report[0], published),
+                (Recovered::AlreadyPublished { .. }, true) | (Recovered::Dropped { .. }, false)
+            ),
+            "{point}: {report:?}"
+        );
+        let store = graph.store();
+        assert!(
+            store.list("__recovery").await.unwrap().is_empty(),
+            "{point}"
+        );
+        let markers = store.list("__lineages").await.unwrap();
+        assert_eq!(markers.len(), usize::from(published), "{point}");
+        if published {
+            assert_eq!(branch_names(&graph).await, ["main", "dev"], "{point}");
+            load_on(&graph, "dev", &[person("cy", 1)]).await;
+            assert_eq!(ids_on(&graph, "dev", "Person").await, ["ada", "bob", "cy"]);
+        } else {
+            assert_eq!(branch_names(&graph).await, ["main"], "{point}");
+        }
+        drop(dir);
+    }
+}
+
+/// A delete stopped in either of its crash windows (after its shards are sealed, before
+/// or after its head goes) is finished by the branch's next write turn: the branch is
+/// gone with its lineage's marker, no intent is left, and the name starts afresh.
+#[tokio::test]
+async fn a_delete_stopped_in_any_window_is_finished_by_the_next_write_turn() {
+    for window in CrashWindow::all(WriteKind::Delete) {
+        let point = window.name();
+        let point = point.as_str();
+        let (dir, graph) = base_graph().await;
+        let uri = graph.store().location();
+        graph.create_branch("dev", &At::default()).await.unwrap();
+        load_on(&graph, "dev", &[person("cy", 1)]).await;
+        {
+            let _lock = crate::FAILPOINTS.lock().await;
+            let scenario = fail::FailScenario::setup();
+            fail::cfg(point, "return").unwrap();
+            let error = graph.delete_branch("dev").await.unwrap_err();
+            assert!(error.to_string().contains(point), "{point}: {error}");
+            scenario.teardown();
+        }
+        let head_removed = window.step == WriteStep::BeforeIntentDelete;
+        let expected: &[&str] = if head_removed {
+            &["main"]
+        } else {
+            &["main", "dev"]
+        };
+        assert_eq!(branch_names(&graph).await, expected, "{point}");
+        drop(graph);
+        let graph = Graph::open(&uri).await.unwrap();
+        let report = graph.recover().await.unwrap();
+        assert_eq!(report.len(), 1, "{point}: {report:?}");
+        assert!(
+            matches!(
+                (&report[0], head_removed),
+                (Recovered::AlreadyPublished { .. }, true)
+                    | (Recovered::RolledForward { .. }, false)
+            ),
+            "{point}: {report:?}"
+        );
+        assert_eq!(branch_names(&graph).await, ["main"], "{point}");
+        let store = graph.store();
+        assert!(
+            store.list("__recovery").await.unwrap().is_empty(),
+            "{point}"
+        );
+        assert!(
+            store.list("__lineages").await.unwrap().is_empty(),
+            "{point}"
+        );
+        graph.create_branch("dev", &At::default()).await.unwrap();
+        assert_eq!(
+            ids_on(&graph, "dev", "Person").await,
+            ["ada", "bob"],
+            "{point}"
+        );
+        drop(dir);
+    }
 }

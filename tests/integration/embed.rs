@@ -7,7 +7,7 @@ use std::time::Duration;
 use arrow_array::{Array, FixedSizeListArray, Float32Array, StringArray};
 use tributary::{
     At, CommitKind, CrashWindow, Embedder, EmbedderConfig, ErrorKind, Graph, HttpSettings, Lexical,
-    LoadOptions, ReadOptions, Recovered, RejectPolicy, SearchQuery, View,
+    LoadOptions, ReadOptions, Recovered, RejectPolicy, SearchQuery, View, WriteKind,
 };
 use tributary_tests::embeddings_server::{Behaviour, EmbeddingsServer};
 use tributary_tests::ndjson;
@@ -427,7 +427,7 @@ async fn bad_embedder_settings_are_refused_before_they_are_stored() {
 /// again: every row is folded once, with its vector.
 #[tokio::test]
 async fn a_fold_that_embeds_stopped_in_any_window_folds_every_row_once_with_its_vector() {
-    for window in CrashWindow::all(CommitKind::Fold) {
+    for window in CrashWindow::all(WriteKind::Fold) {
         let point = window.name();
         let point = point.as_str();
         let (_dir, uri, graph) = graph().await;

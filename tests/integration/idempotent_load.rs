@@ -2,7 +2,7 @@
 //! one made and writes nothing, whether the first was acknowledged or stopped in any crash
 //! window; a later write is never reverted by the retry.
 
-use tributary::{At, CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions};
+use tributary::{At, CrashWindow, ErrorKind, Graph, LoadOptions, WriteKind};
 use tributary_tests::{company, ndjson, person, temp_graph};
 
 use crate::columns::age_of;
@@ -78,7 +78,7 @@ async fn a_bad_idempotency_key_is_refused() {
 /// retry finds it) or dropped (the retry writes it): once, either way.
 #[tokio::test]
 async fn a_load_stopped_in_any_crash_window_is_written_once_by_its_retry() {
-    for window in CrashWindow::all(CommitKind::Load) {
+    for window in CrashWindow::all(WriteKind::Load) {
         let point = window.name();
         let point = point.as_str();
         let (_dir, uri, graph) = temp_graph().await;

@@ -7,7 +7,9 @@
 
 use arrow_array::{Array, Int32Array, StringArray};
 use lance::index::DatasetIndexExt;
-use tributary::{CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, View, WriteStep};
+use tributary::{
+    CommitKind, CrashWindow, ErrorKind, Graph, LoadOptions, View, WriteKind, WriteStep,
+};
 use tributary_tests::{ndjson, person, temp_graph, SCHEMA};
 
 use crate::columns::ids;
@@ -208,7 +210,7 @@ async fn another_process_takes_the_new_schema_at_its_next_write() {
 
 #[tokio::test]
 async fn a_change_stopped_before_its_publish_is_finished_by_the_next_write() {
-    for window in CrashWindow::all(CommitKind::Schema) {
+    for window in CrashWindow::all(WriteKind::Schema) {
         change_stopped_at(window).await;
     }
 }
@@ -253,6 +255,47 @@ async fn change_stopped_at(window: CrashWindow) {
     );
     let again = graph.apply_schema(&evolved()).await.unwrap();
     assert!(again.commit.is_none());
+}
+
+/// A change an older version left unfinished recorded its schema apart from the intents
+/// (`__schema/pending.json`): a process's first write finishes it as it would an intent.
+#[tokio::test]
+async fn a_change_an_older_version_left_unfinished_is_finished_by_the_next_write() {
+    let (_dir, uri, graph) = temp_graph().await;
+    graph
+        .load(&ndjson(&[person("ada", 36)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    {
+        let _lock = FAILPOINTS.lock().await;
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("schema::before-publish", "return").unwrap();
+        graph.apply_schema(&evolved()).await.unwrap_err();
+        scenario.teardown();
+    }
+    // What the older version wrote instead of the intent.
+    let store = graph.store().clone();
+    let names = store.list("__recovery").await.unwrap();
+    assert_eq!(names.len(), 1, "{names:?}");
+    let intent_path = format!("__recovery/{}", names[0]);
+    let intent: serde_json::Value =
+        serde_json::from_slice(&store.get(&intent_path).await.unwrap().unwrap()).unwrap();
+    assert_eq!(intent["kind"], "schema", "{intent}");
+    let pending = serde_json::to_vec(&intent["schema"]).unwrap();
+    store.put("__schema/pending.json", pending).await.unwrap();
+    store.delete(&intent_path).await.unwrap();
+    drop(graph);
+
+    let graph = Graph::open(&uri).await.unwrap();
+    graph
+        .load(&ndjson(&[person("bob", 41)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(graph.schema_source(), evolved());
+    assert_eq!(graph.log("main", 5).await.unwrap()[1].schema_version, 2);
+    assert_eq!(field_of(&graph, "ada", "level").await, (None, Some(3)));
+    assert_eq!(store.get("__schema/pending.json").await.unwrap(), None);
+    assert!(store.list("__recovery").await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use snafu::ResultExt;
-use tributary_publisher::{BranchName, CommitKind, CommitRecord, Fork, PublishPlan, Publisher};
+use tributary_publisher::{BranchName, CommitId, CommitRecord, Publisher};
 
 use crate::error::{
     BranchBusySnafu, BranchExistsSnafu, LanceSnafu, PublishSnafu, Result, StorageSnafu,
@@ -20,7 +20,10 @@ use crate::error::{
 use crate::fold::Claim;
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
 use tributary_memwal_adapter::MemWalTable;
-use tributary_write::{CrashWindow, Recovered, WriteStep};
+use tributary_write::intent::{Intent, IntentKind};
+use tributary_write::{
+    clear_intent, publish_intent, record_intent, CrashWindow, Recovered, WriteKind, WriteStep,
+};
 
 const BRANCH_ACTOR: &str = "tributary:branch";
 
@@ -31,10 +34,6 @@ const BRANCH_ACTOR: &str = "tributary:branch";
 pub(crate) fn lineage_marker(lineage: &str) -> String {
     format!("__lineages/{}", tributary_write::path_segment(lineage))
 }
-
-/// How often a create publishes again after losing a race on the manifest to another
-/// branch's publish (its own head still absent).
-const CREATE_ATTEMPTS: usize = 5;
 
 impl Graph {
     /// Create branch `name` at `from` (a branch's head, or any commit): its first commit
@@ -94,6 +93,20 @@ impl Graph {
             "{name}.{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]
         );
+        let intent = Intent::new(
+            IntentKind::Branch {
+                from: base.id.clone(),
+            },
+            name.clone(),
+            Some(lineage.clone()),
+            None,
+            BRANCH_ACTOR,
+        );
+        let _running = record_intent(&self.store, &intent).await?;
+        self.store
+            .put(&lineage_marker(&lineage), name.to_string().into_bytes())
+            .await
+            .context(StorageSnafu)?;
         let mut tables = BTreeMap::new();
         for (path, &version) in &base.tables {
             let forked = self
@@ -101,52 +114,26 @@ impl Graph {
                 .await?;
             tables.insert(path.clone(), forked);
         }
-        self.store
-            .put(&lineage_marker(&lineage), name.to_string().into_bytes())
-            .await
-            .context(StorageSnafu)?;
-        // Forked tables with no head are cleanup's to remove.
-        CrashWindow {
-            kind: CommitKind::Branch,
-            step: WriteStep::BeforePublish,
-        }
-        .check()?;
-        let plan = PublishPlan {
-            branch: name.clone(),
-            expected_head: None,
-            tables,
-            rows_written: BTreeMap::new(),
-            actor: BRANCH_ACTOR.to_owned(),
-            kind: CommitKind::Branch,
-            intent: None,
-            commit_id: None,
-            folded: Vec::new(),
-            idempotency_key: None,
-            producers: BTreeMap::new(),
-            schema: None,
-            fork: Some(Fork {
-                from: base.id.clone(),
-                lineage,
-            }),
-            merged: None,
-        };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.publisher.publish(plan.clone()).await {
-                Ok(record) => return Ok(record),
-                // Another branch's publish won the manifest: the name is still free.
-                Err(tributary_publisher::Error::Conflict { actual: None, .. })
-                    if attempt < CREATE_ATTEMPTS => {}
-                Err(tributary_publisher::Error::Conflict { .. }) => {
-                    return BranchExistsSnafu {
-                        branch: name.clone(),
-                    }
-                    .fail()
+        let record = match publish_intent(&self.publisher, &intent, tables).await {
+            Ok(record) => record,
+            // The name was taken meanwhile (by another process's create).
+            Err(tributary_write::Error::Publish {
+                source: tributary_publisher::Error::Conflict { .. },
+            }) => {
+                self.drop_branch_create(&intent).await?;
+                self.store
+                    .delete(&Intent::sidecar_path(&intent.id))
+                    .await
+                    .context(StorageSnafu)?;
+                return BranchExistsSnafu {
+                    branch: name.clone(),
                 }
-                Err(source) => return Err(crate::Error::Publish { source }),
+                .fail();
             }
-        }
+            Err(error) => return Err(error.into()),
+        };
+        clear_intent(&self.store, &intent).await?;
+        Ok(record)
     }
 
     /// Fork the table at `path`, at `version` of the lineage `from`, to the Lance branch
@@ -192,17 +179,17 @@ impl Graph {
         }
         self.publisher.head(&name).await.context(PublishSnafu)?;
         let turn = self.write_turn(&name).await?;
-        let deleted = self.delete_in_turn(&name).await;
+        let deleted = self.delete_in_turn(&turn, &name).await;
         turn.end().await;
         deleted
     }
 
-    async fn delete_in_turn(&self, name: &BranchName) -> Result<()> {
-        // A write left half-done on the branch is settled first: published or dropped.
-        let unsettled = self
-            .recover_intents(Some(name))
-            .await?
-            .into_iter()
+    async fn delete_in_turn(&self, turn: &WriteTurn, name: &BranchName) -> Result<()> {
+        // A write left half-done on the branch was settled as the turn began: published
+        // or dropped. One still running, or that could not be settled, holds the delete.
+        let unsettled = turn
+            .recovered
+            .iter()
             .any(|r| matches!(r, Recovered::InFlight { .. } | Recovered::Failed { .. }));
         if unsettled {
             return BranchBusySnafu {
@@ -211,7 +198,28 @@ impl Graph {
             .fail();
         }
         let head = self.publisher.head(name).await.context(PublishSnafu)?;
-        self.seal_lineage(&head).await?;
+        let intent = Intent::new(
+            IntentKind::Delete {
+                head: head.id.clone(),
+            },
+            name.clone(),
+            head.lineage.clone(),
+            Some(head.id.clone()),
+            BRANCH_ACTOR,
+        );
+        let _running = record_intent(&self.store, &intent).await?;
+        self.delete_from(name, &head).await?;
+        intent.window(WriteStep::BeforeIntentDelete).check()?;
+        self.store
+            .delete(&Intent::sidecar_path(&intent.id))
+            .await
+            .context(StorageSnafu)
+    }
+
+    /// The delete's steps from its head `head`, each idempotent, so recovery can run them
+    /// again: every shard sealed, the lineage's marker removed, the head removed.
+    async fn delete_from(&self, name: &BranchName, head: &CommitRecord) -> Result<()> {
+        self.seal_lineage(head).await?;
         if let Some(lineage) = head.lineage.as_deref() {
             self.store
                 .delete(&lineage_marker(lineage))
@@ -219,10 +227,62 @@ impl Graph {
                 .context(StorageSnafu)?;
         }
         self.streaming.forget_branch(name, head.lineage.as_deref());
+        CrashWindow {
+            kind: WriteKind::Delete,
+            step: WriteStep::BeforePublish,
+        }
+        .check()?;
         self.publisher
             .delete_branch(name, &head.id)
             .await
             .context(PublishSnafu)
+    }
+
+    /// Finish a delete that stopped midway, while the branch's head is still the one it
+    /// started from (otherwise the branch was deleted, or made again: nothing to do).
+    pub(crate) async fn finish_branch_delete(
+        &self,
+        intent: &Intent,
+        from: &CommitId,
+    ) -> Result<Recovered> {
+        let head = match self.publisher.head(&intent.branch).await {
+            Ok(head) if head.id == *from => head,
+            Ok(_) | Err(tributary_publisher::Error::BranchNotFound { .. }) => {
+                return Ok(Recovered::AlreadyPublished {
+                    intent: intent.id.clone(),
+                })
+            }
+            Err(source) => return Err(crate::Error::Publish { source }),
+        };
+        self.delete_from(&intent.branch, &head).await?;
+        Ok(Recovered::RolledForward {
+            intent: intent.id.clone(),
+            commit: head.id,
+        })
+    }
+
+    /// A create that stopped before its publish is dropped: its forked tables, read by no
+    /// head, are cleanup's; its lineage's marker goes now. One that published is done.
+    pub(crate) async fn drop_branch_create(&self, intent: &Intent) -> Result<Recovered> {
+        let published = match self.publisher.head(&intent.branch).await {
+            Ok(head) => head.lineage == intent.lineage,
+            Err(tributary_publisher::Error::BranchNotFound { .. }) => false,
+            Err(source) => return Err(crate::Error::Publish { source }),
+        };
+        if published {
+            return Ok(Recovered::AlreadyPublished {
+                intent: intent.id.clone(),
+            });
+        }
+        if let Some(lineage) = intent.lineage.as_deref() {
+            self.store
+                .delete(&lineage_marker(lineage))
+                .await
+                .context(StorageSnafu)?;
+        }
+        Ok(Recovered::Dropped {
+            intent: intent.id.clone(),
+        })
     }
 
     /// Drain and seal every shard of every `@stream` table on `head`'s lineage. Sealed

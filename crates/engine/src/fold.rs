@@ -136,7 +136,6 @@ impl Graph {
         policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
-        self.recover_intents(Some(branch)).await?;
         let lineage = self.lineage_of(branch).await?;
         let oldest = self.streaming.take_oldest(branch);
         let everything = claim == Claim::All;

@@ -61,6 +61,9 @@ pub struct Graph {
     /// One write queue per branch: this process's loads and folds of a branch run one at a
     /// time, and each, once at the front, takes the branch's lease across processes.
     write_queues: Mutex<HashMap<BranchName, Arc<Mutex<()>>>>,
+    /// Whether this process's first write turn of `main` has looked for a schema change
+    /// an older version left (it recorded it apart from the intents).
+    pub(crate) older_schema_change_checked: std::sync::atomic::AtomicBool,
     pub(crate) settings: GraphSettings,
     pub(crate) streaming: Streaming,
 }
@@ -140,6 +143,7 @@ impl Graph {
             catalog: std::sync::RwLock::new((Arc::new(catalog), version)),
             publisher,
             write_queues: Mutex::new(HashMap::new()),
+            older_schema_change_checked: std::sync::atomic::AtomicBool::new(false),
             settings,
             streaming: Streaming::default(),
         }
@@ -269,8 +273,9 @@ impl Graph {
     }
 
     /// The turn to write `branch`: its queue in this process, then its lease across
-    /// processes (see [`tributary_write::lease`]). Hold it from before the write reads the
-    /// head until after it publishes, and [`WriteTurn::end`] it.
+    /// processes (see [`tributary_write::lease`]), then the branch's intents resolved
+    /// (the pipeline's first step; see [`tributary_write::commit`]). Hold it from before
+    /// the write reads the head until after it publishes, and [`WriteTurn::end`] it.
     pub(crate) async fn write_turn(&self, branch: &BranchName) -> Result<WriteTurn> {
         let queue = {
             let mut queues = self.write_queues.lock().await;
@@ -288,12 +293,28 @@ impl Graph {
         let mut turn = WriteTurn {
             lease,
             catalog,
+            recovered: Vec::new(),
             _queued: queued,
         };
-        if *branch == tributary_publisher::MAIN_BRANCH {
-            self.finish_interrupted_schema_change(&mut turn).await?;
+        // Every write of the branch starts from a settled head: what earlier writes left
+        // is finished or dropped first.
+        let settled = async {
+            if branch.is_main() {
+                self.finish_older_schema_change(&mut turn).await?;
+            }
+            self.resolve_intents(&mut turn, branch).await
         }
-        Ok(turn)
+        .await;
+        match settled {
+            Ok(recovered) => {
+                turn.recovered = recovered;
+                Ok(turn)
+            }
+            Err(error) => {
+                turn.end().await;
+                Err(error)
+            }
+        }
     }
 
     /// The manifest's schema, when it is newer than this process's (which it replaces).
@@ -331,6 +352,8 @@ pub(crate) struct WriteTurn {
     lease: Lease,
     /// The schema current when the turn began.
     pub(crate) catalog: Arc<Catalog>,
+    /// What resolving the branch's intents did as the turn began.
+    pub(crate) recovered: Vec<tributary_write::Recovered>,
     _queued: OwnedMutexGuard<()>,
 }
 

@@ -93,5 +93,5 @@ pub use tributary_schema::{
 pub use tributary_storage::{OpCounter, OpCounts, OpKind, PathClass};
 pub use tributary_write::{
     CrashWindow, FoldOutcome, FoldSettings, FoldTimings, IndexReport, IndexSettings, Recovered,
-    RejectKind, RejectPolicy, WriteStep, FOLD_ACTOR, REJECTS_PATH,
+    RejectKind, RejectPolicy, WriteKind, WriteStep, FOLD_ACTOR, REJECTS_PATH,
 };

@@ -9,9 +9,9 @@ use lance::dataset::{
 };
 use lance::Dataset;
 use snafu::ResultExt;
-use tributary_publisher::{BranchName, CommitKind, CommitRecord, Publisher, MAIN_BRANCH};
+use tributary_publisher::{BranchName, CommitRecord, Publisher, MAIN_BRANCH};
 use tributary_schema::{Catalog, LineError, TypeBatch, TypeDef, TypeKind};
-use tributary_write::intent::{Intent, Owner, StagedTable};
+use tributary_write::intent::{Intent, IntentKind, StagedTable};
 use tributary_write::lookup::{existing_ids, string_column};
 use tributary_write::{
     commit_intent, edge_rows, ConstraintChecker, Scope, SnapshotTables, StagedWrite,
@@ -139,7 +139,6 @@ impl Graph {
         options: &LoadOptions,
         merging: Option<&Merging>,
     ) -> Result<LoadOutcome> {
-        self.recover_intents(Some(&options.branch)).await?;
         // In the turn, after recovery: a first attempt that crashed mid-commit is either
         // published by now (and found) or dropped (and this one writes).
         if let Some(key) = &options.idempotency_key {
@@ -238,30 +237,25 @@ impl Graph {
             });
         }
 
-        let intent = Intent {
-            merged: merging.map(|m| m.head.clone()),
-            lineage: head.lineage.clone(),
-            id: Intent::new_id(),
-            branch: options.branch.clone(),
-            expected_head: head.id.clone(),
-            actor: options.actor.clone(),
-            kind: match merging {
-                Some(_) => CommitKind::Merge,
-                None => CommitKind::Load,
+        let kind = match merging {
+            Some(merging) => IntentKind::Merge {
+                merged: merging.head.clone(),
             },
-            idempotency_key: options.idempotency_key.clone(),
-            producers: Default::default(),
-            rows_written,
-            owner: Some(Owner::this_process()),
-            commit_id: None,
-            folded: Vec::new(),
-            tables: staged
-                .iter()
-                .map(|w| {
-                    StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction)
-                })
-                .collect::<Result<_, _>>()?,
+            None => IntentKind::Load,
         };
+        let mut intent = Intent::new(
+            kind,
+            options.branch.clone(),
+            head.lineage.clone(),
+            Some(head.id.clone()),
+            &options.actor,
+        );
+        intent.idempotency_key = options.idempotency_key.clone();
+        intent.rows_written = rows_written;
+        intent.tables = staged
+            .iter()
+            .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))
+            .collect::<Result<_, _>>()?;
         let commit = commit_intent(self.target_in(turn), &intent, staged)
             .await?
             .record;

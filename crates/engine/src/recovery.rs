@@ -1,32 +1,59 @@
 //! Finishing or dropping the writes a crash, an error or a dead process interrupted, from
-//! their sidecars (the protocol and its recovery rules live with the commit protocol in
-//! `tributary_write`).
+//! their intents (the pipeline and the recovery of staged writes live in
+//! `tributary_write::commit`; a schema change's, a branch create's and a delete's
+//! recovery are here, beside their writes).
 //!
-//! Recovery is a writer's job: every load and fold resolves what is left before it writes
-//! (reads never write). Several processes may try at once, so each takes a claim on the
-//! intent that the store arbitrates (put-if-absent) before touching it.
+//! Recovery is a writer's job: every write turn resolves its branch's intents before the
+//! write begins (reads never write). Several processes may try at once, so each takes a
+//! claim on the intent that the store arbitrates (put-if-absent) before touching it.
 
 use snafu::ResultExt;
 use tributary_write::intent::{
-    may_be_running, owner_may_be_running, InFlight, Intent, Owner, RECOVERY_DIR,
+    may_be_running, owner_may_be_running, InFlight, Intent, IntentKind, Owner, RECOVERY_DIR,
 };
 use tributary_write::{recover_intent, Recovered};
 
 use crate::error::{Result, StorageSnafu};
-use crate::graph::Graph;
+use crate::graph::{Graph, WriteTurn};
 use tributary_publisher::BranchName;
 
 impl Graph {
-    /// Resolve every sidecar whose writer is gone. Safe to run at any time, from any
+    /// Resolve every intent whose writer is gone, each in its branch's write turn (which
+    /// resolves the branch's intents as it begins). Safe to run at any time, from any
     /// number of processes.
     pub async fn recover(&self) -> Result<Vec<Recovered>> {
-        self.recover_intents(None).await
+        let mut report = Vec::new();
+        let mut branches = std::collections::BTreeSet::new();
+        let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
+        for name in &names {
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            let path = Intent::sidecar_path(id);
+            let Some(intent) = self.read_intent(id, &path, &mut report).await? else {
+                continue;
+            };
+            // Not waited for: a write still running resolves its own intent.
+            if may_be_running(&intent, self.age_of(&path).await?) {
+                report.push(Recovered::InFlight { intent: intent.id });
+            } else {
+                branches.insert(intent.branch);
+            }
+        }
+        for branch in branches {
+            let turn = self.write_turn(&branch).await?;
+            report.extend(turn.recovered.iter().cloned());
+            turn.end().await;
+        }
+        Ok(report)
     }
 
-    /// [`Graph::recover`] for a writer that holds the write turn of `held_branch`.
-    pub(crate) async fn recover_intents(
+    /// Resolve the intents of `branch`, whose write turn `turn` is beginning: every
+    /// write of the branch starts from a settled head. One dispatch on the intent's kind.
+    pub(crate) async fn resolve_intents(
         &self,
-        held_branch: Option<&BranchName>,
+        turn: &mut WriteTurn,
+        branch: &BranchName,
     ) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
         let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
@@ -34,63 +61,60 @@ impl Graph {
             let Some(id) = name.strip_suffix(".json") else {
                 continue;
             };
-            if let Some(outcome) = self.recover_one(id, &names, held_branch).await? {
+            let path = Intent::sidecar_path(id);
+            let Some(intent) = self.read_intent(id, &path, &mut report).await? else {
+                continue;
+            };
+            // A writer resolves the intents of its own branch only: waiting for another
+            // branch's turn while holding its own could deadlock with a writer there.
+            if intent.branch != *branch {
+                continue;
+            }
+            if may_be_running(&intent, self.age_of(&path).await?) {
+                report.push(Recovered::InFlight { intent: intent.id });
+                continue;
+            }
+            if let Some(outcome) = self
+                .resolve_claimed(turn, id, &path, &names, intent)
+                .await?
+            {
                 report.push(outcome);
             }
         }
         Ok(report)
     }
 
-    async fn recover_one(
+    /// The intent `id`, or `None` when it is gone; one nobody can read is set aside
+    /// (reported as failed) so that it never blocks writes.
+    async fn read_intent(
         &self,
         id: &str,
-        names: &[String],
-        held_branch: Option<&BranchName>,
-    ) -> Result<Option<Recovered>> {
-        let path = Intent::sidecar_path(id);
-        let Some(bytes) = self.store.get(&path).await.context(StorageSnafu)? else {
+        path: &str,
+        report: &mut Vec<Recovered>,
+    ) -> Result<Option<Intent>> {
+        let Some(bytes) = self.store.get(path).await.context(StorageSnafu)? else {
             return Ok(None);
         };
-        let intent = match Intent::from_bytes(id, &bytes) {
-            Ok(intent) => intent,
-            // Never block writes on a sidecar nobody can read: report it and set it aside.
+        match Intent::from_bytes(id, &bytes) {
+            Ok(intent) => Ok(Some(intent)),
             Err(error) => {
-                tracing::error!(%error, sidecar = path, "unreadable recovery sidecar; set aside");
+                tracing::error!(%error, intent = path, "unreadable intent; set aside");
                 let aside = format!("{RECOVERY_DIR}/{id}.unreadable");
                 self.store.put(&aside, bytes).await.context(StorageSnafu)?;
-                self.store.delete(&path).await.context(StorageSnafu)?;
-                return Ok(Some(Recovered::Failed {
+                self.store.delete(path).await.context(StorageSnafu)?;
+                report.push(Recovered::Failed {
                     intent: id.to_owned(),
                     error: error.to_string(),
-                }));
+                });
+                Ok(None)
             }
-        };
-        // A writer resolves the intents of its own branch only: waiting for another
-        // branch's queue while holding its own could deadlock with a writer there.
-        if held_branch.is_some_and(|held| *held != intent.branch) {
-            return Ok(None);
         }
-        let age = self.age_of(&path).await?;
-        if may_be_running(&intent, age) {
-            return Ok(Some(Recovered::InFlight { intent: intent.id }));
-        }
-        // The branch's write turn first, then the claim: claims are then only ever taken
-        // by the branch's one writer, so a claim held here is never mistaken for one in
-        // flight by a write that then goes ahead of it.
-        let turn = match held_branch {
-            Some(_) => None,
-            None => Some(self.write_turn(&intent.branch).await?),
-        };
-        let outcome = self.resolve_claimed(id, &path, names, intent).await;
-        if let Some(turn) = turn {
-            turn.end().await;
-        }
-        outcome
     }
 
-    /// Claim intent `id` and resolve it; the caller holds its branch's write turn.
+    /// Claim intent `id` and resolve it by its kind; the caller holds its branch's turn.
     async fn resolve_claimed(
         &self,
+        turn: &mut WriteTurn,
         id: &str,
         path: &str,
         names: &[String],
@@ -104,15 +128,30 @@ impl Graph {
             self.release_claims(id, &claim).await;
             return Ok(None);
         }
-        let catalog = self.catalog();
-        let outcome = match recover_intent(self.target(&catalog), &intent).await {
+        let resolved = match &intent.kind {
+            IntentKind::Load | IntentKind::Fold | IntentKind::Merge { .. } => {
+                let catalog = turn.catalog.clone();
+                recover_intent(self.target(&catalog), &intent)
+                    .await
+                    .map_err(crate::Error::from)
+            }
+            // Boxed: finishing a change folds, and every write turn's future would
+            // otherwise hold a whole schema change's (a fold's inside it).
+            IntentKind::Schema { schema } => {
+                let schema = schema.clone();
+                futures::FutureExt::boxed(self.finish_schema_change(turn, &intent, schema)).await
+            }
+            IntentKind::Branch { .. } => self.drop_branch_create(&intent).await,
+            IntentKind::Delete { head } => self.finish_branch_delete(&intent, head).await,
+        };
+        let outcome = match resolved {
             Ok(outcome) => {
                 tracing::info!(?outcome, "resolved an interrupted write");
                 self.store.delete(path).await.context(StorageSnafu)?;
                 outcome
             }
             Err(error) => {
-                tracing::error!(%error, intent = %intent.id, "could not resolve an interrupted write; keeping its sidecar");
+                tracing::error!(%error, intent = %intent.id, "could not resolve an interrupted write; keeping its intent");
                 Recovered::Failed {
                     intent: intent.id.clone(),
                     error: error.to_string(),

@@ -11,10 +11,11 @@
 //! rows written under the old one get the new fields' defaults or nulls wherever they
 //! are folded or read as a patch's base (`tributary_schema::conform`).
 //!
-//! Before its first change to a table or shard it records the schema it is applying
-//! (`__schema/pending.json`); a change stopped before its publish (an error, a crash) is
-//! finished by the next write turn of any process, which applies that schema again (each
-//! step skips what is there) and publishes it. Until then the tables' new versions are
+//! Before its first change to a table or shard it records its intent (kind `schema`,
+//! with the schema it is applying: the write pipeline of `tributary_write::commit`); a
+//! change stopped before its publish (an error, a crash) is finished by the next write
+//! turn of `main` in any process, which applies that schema again (each step skips what
+//! is there) and publishes it. Until then the tables' new versions are
 //! not pinned and nothing reads them, but they are newer than the head, and a write
 //! staged on the head would conflict with them.
 
@@ -27,11 +28,12 @@ use lance::Dataset;
 use serde::{Deserialize, Serialize};
 use snafu::ResultExt;
 use tributary_memwal_adapter::{enrollment, set_maintained_indexes, MemWalTable};
-use tributary_publisher::{
-    BranchName, CommitKind, CommitRecord, PublishPlan, Publisher, SchemaRecord,
-};
+use tributary_publisher::{BranchName, CommitRecord, Publisher, SchemaRecord};
 use tributary_schema::{plan_change, Catalog, SchemaChange, TypeDef};
-use tributary_write::{CrashWindow, WriteStep};
+use tributary_write::intent::{Intent, IntentKind};
+use tributary_write::{
+    clear_intent, publish_intent, record_intent, CrashWindow, Recovered, WriteKind, WriteStep,
+};
 
 use crate::error::{Error, LanceSnafu, PublishSnafu, Result, SchemaSnafu, StorageSnafu};
 use crate::fold::Claim;
@@ -40,14 +42,8 @@ use crate::graph::{table_schema, Graph, WriteTurn};
 /// Who publishes a schema change.
 const SCHEMA_ACTOR: &str = "tributary:schema";
 
-/// The schema a change is applying, from its first table change until its publish.
-const PENDING_SCHEMA: &str = "__schema/pending.json";
-
-#[derive(Debug, Serialize, Deserialize)]
-struct PendingSchema {
-    version: u32,
-    source: String,
-}
+/// Where an older version recorded the schema a change was applying (now an intent).
+const OLDER_PENDING_SCHEMA: &str = "__schema/pending.json";
 
 /// What a schema change did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -73,18 +69,20 @@ impl Graph {
             .map_err(|refused| Error::BreakingSchemaChange { refused })?;
         let branch = BranchName::main();
         let turn = self.write_turn(&branch).await?;
-        let applied = self.apply_in_turn(&turn, &branch, new).await;
+        let applied = self.apply_in_turn(&turn, &branch, new, None).await;
         turn.end().await;
         applied
     }
 
+    /// The change itself, in `main`'s write turn; `resumed` is the intent of a change that
+    /// stopped before its publish, which this one finishes under the same id.
     async fn apply_in_turn(
         &self,
         turn: &WriteTurn,
         branch: &BranchName,
         new: Catalog,
+        resumed: Option<&Intent>,
     ) -> Result<SchemaOutcome> {
-        self.recover_intents(Some(branch)).await?;
         let (old, version) = (turn.catalog.clone(), self.catalog_and_version().1);
         let change =
             plan_change(&old, &new).map_err(|refused| Error::BreakingSchemaChange { refused })?;
@@ -165,15 +163,24 @@ impl Graph {
             .context(PublishSnafu)?
             .schema_version
             + 1;
-        let pending = PendingSchema {
+        let schema = SchemaRecord {
             version: next,
             source: new.source.clone(),
         };
-        let bytes = serde_json::to_vec(&pending).unwrap_or_default();
-        self.store
-            .put(PENDING_SCHEMA, bytes)
-            .await
-            .context(StorageSnafu)?;
+        let mut intent = match resumed {
+            Some(resumed) => Intent {
+                kind: IntentKind::Schema { schema },
+                ..resumed.clone()
+            },
+            None => Intent::new(
+                IntentKind::Schema { schema },
+                branch.clone(),
+                None,
+                None,
+                SCHEMA_ACTOR,
+            ),
+        };
+        let _running = record_intent(&self.store, &intent).await?;
         for name in change.changed_types() {
             self.claim_every_shard(type_of(&old, name)?).await?;
         }
@@ -214,44 +221,12 @@ impl Graph {
                 .collect();
             tables.insert(ty.table_path(), self.evolve_table(ty, &fields).await?);
         }
-        CrashWindow {
-            kind: CommitKind::Schema,
-            step: WriteStep::BeforePublish,
-        }
-        .check()?;
-        let plan = PublishPlan {
-            branch: branch.clone(),
-            expected_head: Some(head.id.clone()),
-            rows_written: BTreeMap::new(),
-            tables,
-            actor: SCHEMA_ACTOR.to_owned(),
-            kind: CommitKind::Schema,
-            intent: None,
-            commit_id: None,
-            folded: Vec::new(),
-            idempotency_key: None,
-            producers: BTreeMap::new(),
-            schema: Some(SchemaRecord {
-                version: next,
-                source: new.source.clone(),
-            }),
-            fork: None,
-            merged: None,
-        };
-        let commit = self.publisher.publish(plan).await.context(PublishSnafu)?;
-        // Published, this process's schema not yet taken: the next write turn takes it.
-        CrashWindow {
-            kind: CommitKind::Schema,
-            step: WriteStep::BeforeIntentDelete,
-        }
-        .check()?;
+        intent.expected_head = Some(head.id.clone());
+        let commit = publish_intent(&self.publisher, &intent, tables).await?;
+        clear_intent(&self.store, &intent).await?;
         self.set_catalog(Arc::new(new), next);
         // A writer a send of this process opened during the change has the old schema.
         self.close_writers().await?;
-        if let Err(error) = self.store.delete(PENDING_SCHEMA).await {
-            // Published: the next write turn finds the marker done and removes it.
-            tracing::warn!(%error, "could not remove the pending schema change marker");
-        }
         Ok(SchemaOutcome {
             version: next,
             change,
@@ -261,39 +236,77 @@ impl Graph {
     }
 
     /// Finish a schema change that stopped between its first table change and its
-    /// publish. The caller holds the write turn of `main` (`turn`), whose schema becomes
-    /// the finished change's.
-    pub(crate) fn finish_interrupted_schema_change<'a>(
-        &'a self,
-        turn: &'a mut WriteTurn,
-    ) -> futures::future::BoxFuture<'a, Result<()>> {
-        // Boxed: finishing runs a fold, whose recovery may take a write turn.
-        Box::pin(async move {
-            let Some(bytes) = self.store.get(PENDING_SCHEMA).await.context(StorageSnafu)? else {
-                return Ok(());
-            };
-            let branch = BranchName::main();
-            let head = self.publisher.head(&branch).await.context(PublishSnafu)?;
-            match serde_json::from_slice::<PendingSchema>(&bytes) {
-                Ok(pending) if pending.version > head.schema_version => {
-                    tracing::warn!(
-                        version = pending.version,
-                        "finishing a schema change that stopped before its publish"
-                    );
-                    let new = Catalog::parse(&pending.source).context(SchemaSnafu)?;
-                    self.apply_in_turn(turn, &branch, new).await?;
-                    turn.catalog = self.catalog();
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    tracing::error!(%error, "unreadable pending schema change; set aside");
-                }
-            }
-            self.store
-                .delete(PENDING_SCHEMA)
-                .await
-                .context(StorageSnafu)
+    /// publish: apply its schema again (each step skips what is there) and publish it. The
+    /// caller holds the write turn of `main` (`turn`), whose schema becomes the change's.
+    pub(crate) async fn finish_schema_change(
+        &self,
+        turn: &mut WriteTurn,
+        intent: &Intent,
+        schema: SchemaRecord,
+    ) -> Result<Recovered> {
+        let branch = BranchName::main();
+        let head = self.publisher.head(&branch).await.context(PublishSnafu)?;
+        if schema.version <= head.schema_version {
+            return Ok(Recovered::AlreadyPublished {
+                intent: intent.id.clone(),
+            });
+        }
+        tracing::warn!(
+            version = schema.version,
+            "finishing a schema change that stopped before its publish"
+        );
+        let new = Catalog::parse(&schema.source).context(SchemaSnafu)?;
+        let outcome = self.apply_in_turn(turn, &branch, new, Some(intent)).await?;
+        turn.catalog = self.catalog();
+        Ok(match outcome.commit {
+            Some(commit) => Recovered::RolledForward {
+                intent: intent.id.clone(),
+                commit: commit.id,
+            },
+            None => Recovered::Dropped {
+                intent: intent.id.clone(),
+            },
         })
+    }
+
+    /// A schema change an older version of Tributary left unfinished, recorded apart from
+    /// the intents (`__schema/pending.json`): finished as an intent would be. Looked for
+    /// once per process, at its first write turn of `main`.
+    pub(crate) async fn finish_older_schema_change(&self, turn: &mut WriteTurn) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if self
+            .older_schema_change_checked
+            .swap(true, Ordering::SeqCst)
+        {
+            return Ok(());
+        }
+        let Some(bytes) = self
+            .store
+            .get(OLDER_PENDING_SCHEMA)
+            .await
+            .context(StorageSnafu)?
+        else {
+            return Ok(());
+        };
+        match serde_json::from_slice::<SchemaRecord>(&bytes) {
+            Ok(schema) => {
+                let intent = Intent::new(
+                    IntentKind::Schema {
+                        schema: schema.clone(),
+                    },
+                    BranchName::main(),
+                    None,
+                    None,
+                    SCHEMA_ACTOR,
+                );
+                futures::FutureExt::boxed(self.finish_schema_change(turn, &intent, schema)).await?;
+            }
+            Err(error) => tracing::error!(%error, "unreadable pending schema change; set aside"),
+        }
+        self.store
+            .delete(OLDER_PENDING_SCHEMA)
+            .await
+            .context(StorageSnafu)
     }
 
     /// The empty table of a new type; one left by a change that stopped before its
@@ -417,7 +430,7 @@ impl Graph {
                 })?;
         }
         CrashWindow {
-            kind: CommitKind::Schema,
+            kind: WriteKind::Schema,
             step: WriteStep::BeforeFill,
         }
         .check()?;

@@ -1,6 +1,16 @@
-//! The commit protocol every multi-table graph write follows (load and fold alike):
-//! stage each table → write the sidecar → commit each table → one publish → delete the
-//! sidecar; and the recovery of a sidecar a crash left behind.
+//! The one write pipeline every graph write follows — load, fold, merge, schema change,
+//! branch create and delete:
+//!
+//! 1. take the branch's write turn (its queue and lease; the engine's `write_turn`, which
+//!    first resolves what earlier writes of the branch left);
+//! 2. record one durable intent whose kind says what the write is ([`record_intent`]);
+//! 3. stage the table changes (table commits the head does not pin yet);
+//! 4. publish once, from the plan the intent builds ([`Intent::plan`], [`publish_intent`]);
+//! 5. clear the intent ([`clear_intent`]).
+//!
+//! Between the steps are the kind's crash windows ([`crate::CrashWindow`]). A write of
+//! staged table transactions (load, fold, merge) runs steps 2–5 in [`commit_intent`]; its
+//! recovery is [`recover_intent`]. The other kinds' stage and recovery are the engine's.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +29,7 @@ use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, Stor
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
 use crate::lease::Lease;
-use crate::window::{CrashWindow, WriteStep};
+use crate::window::WriteStep;
 
 /// How often a write retries its publish after losing the head to another writer.
 const PUBLISH_ATTEMPTS: usize = 5;
@@ -97,23 +107,48 @@ pub(crate) fn ms_since(started: std::time::Instant) -> f64 {
     started.elapsed().as_secs_f64() * 1e3
 }
 
-/// Make a staged write visible: sidecar, table commits, one publish, sidecar delete.
-/// The caller holds the branch's write turn (its queue and lease). A failure after the sidecar is written is
-/// resolved at once (rolled forward or dropped) unless it is a simulated crash, which
-/// leaves everything for recovery on the next open.
+/// Record `intent` durably, before the write's first change to any table: from here a
+/// crash leaves work that recovery finishes or drops. The mark it returns tells this
+/// process's recoverers that the write is still running.
+pub async fn record_intent(store: &GraphStore, intent: &Intent) -> Result<InFlight> {
+    let in_flight = InFlight::start(&intent.id);
+    store
+        .put(&Intent::sidecar_path(&intent.id), intent.to_bytes())
+        .await
+        .context(StorageSnafu)?;
+    Ok(in_flight)
+}
+
+/// Publish what `intent`'s write moved (`tables`: path → the version it made), re-basing
+/// on a head another writer moved.
+pub async fn publish_intent(
+    publisher: &dyn Publisher,
+    intent: &Intent,
+    tables: BTreeMap<TablePath, u64>,
+) -> Result<CommitRecord> {
+    intent.window(WriteStep::BeforePublish).check()?;
+    publish_with_retry(publisher, intent.plan(intent.expected_head.clone(), tables)).await
+}
+
+/// Clear a published intent. A failed delete fails nothing: the intent is only clutter
+/// then, which recovery finds published and removes.
+pub async fn clear_intent(store: &GraphStore, intent: &Intent) -> Result<()> {
+    intent.window(WriteStep::BeforeIntentDelete).check()?;
+    delete_sidecar(store, &Intent::sidecar_path(&intent.id)).await;
+    Ok(())
+}
+
+/// Make a staged write visible: intent, table commits, one publish, intent cleared.
+/// The caller holds the branch's write turn (its queue and lease). A failure after the
+/// intent is recorded is resolved at once (rolled forward or dropped) unless it is a
+/// simulated crash, which leaves everything for recovery.
 pub async fn commit_intent(
     target: GraphTarget<'_>,
     intent: &Intent,
     staged: Vec<StagedWrite>,
 ) -> Result<Committed> {
     let started = std::time::Instant::now();
-    let sidecar = Intent::sidecar_path(&intent.id);
-    let _in_flight = InFlight::start(&intent.id);
-    target
-        .store
-        .put(&sidecar, intent.to_bytes())
-        .await
-        .context(StorageSnafu)?;
+    let _in_flight = record_intent(target.store, intent).await?;
     let mut timings = CommitTimings::default();
     let committed = commit_and_publish(target, intent, staged, &mut timings).await;
     timings.tables_ms = ms_since(started) - timings.indexes_ms - timings.publish_ms;
@@ -126,7 +161,7 @@ pub async fn commit_intent(
         Err(error) => {
             tracing::warn!(%error, intent = %intent.id, "write failed after staging; resolving its intent");
             let resolved = recover_intent(target, intent).await?;
-            delete_sidecar(target.store, &sidecar).await;
+            delete_sidecar(target.store, &Intent::sidecar_path(&intent.id)).await;
             return match resolved {
                 Recovered::RolledForward { .. } => Ok(Committed {
                     record: target
@@ -140,12 +175,7 @@ pub async fn commit_intent(
             };
         }
     };
-    CrashWindow {
-        kind: intent.kind,
-        step: WriteStep::BeforeIntentDelete,
-    }
-    .check()?;
-    delete_sidecar(target.store, &sidecar).await;
+    clear_intent(target.store, intent).await?;
     timings.publish_ms += ms_since(published);
     Ok(Committed { record, timings })
 }
@@ -156,11 +186,7 @@ async fn commit_and_publish(
     staged: Vec<StagedWrite>,
     timings: &mut CommitTimings,
 ) -> Result<CommitRecord> {
-    CrashWindow {
-        kind: intent.kind,
-        step: WriteStep::BeforeTableCommits,
-    }
-    .check()?;
+    intent.window(WriteStep::BeforeTableCommits).check()?;
     // The last moment a write can still give up with nothing committed: a holder that
     // stalled past the lease's grace may have been taken over meanwhile.
     if let Some(lease) = target.lease {
@@ -174,11 +200,7 @@ async fn commit_and_publish(
     let mut versions = BTreeMap::new();
     for (i, write) in staged.into_iter().enumerate() {
         if i == 1 {
-            CrashWindow {
-                kind: intent.kind,
-                step: WriteStep::BetweenTableCommits,
-            }
-            .check()?;
+            intent.window(WriteStep::BetweenTableCommits).check()?;
         }
         let committed = commit_staged(
             write.dataset,
@@ -192,42 +214,10 @@ async fn commit_and_publish(
         timings.indexes_ms += ms_since(indexing);
         versions.insert(write.path, version);
     }
-    CrashWindow {
-        kind: intent.kind,
-        step: WriteStep::BeforePublish,
-    }
-    .check()?;
     let publishing = std::time::Instant::now();
-    let published = publish_with_retry(
-        target.publisher,
-        plan_for(intent, intent.expected_head.clone(), versions),
-    )
-    .await;
+    let published = publish_intent(target.publisher, intent, versions).await;
     timings.publish_ms += ms_since(publishing);
     published
-}
-
-fn plan_for(
-    intent: &Intent,
-    expected_head: CommitId,
-    tables: BTreeMap<TablePath, u64>,
-) -> PublishPlan {
-    PublishPlan {
-        branch: intent.branch.clone(),
-        expected_head: Some(expected_head),
-        tables,
-        rows_written: intent.rows_written.clone(),
-        actor: intent.actor.clone(),
-        kind: intent.kind,
-        intent: Some(intent.id.clone()),
-        commit_id: intent.commit_id.clone(),
-        folded: intent.folded.clone(),
-        idempotency_key: intent.idempotency_key.clone(),
-        producers: intent.producers.clone(),
-        schema: None,
-        fork: None,
-        merged: intent.merged.clone(),
-    }
 }
 
 /// The write is published: a sidecar left behind is only clutter (recovery finds its
@@ -283,8 +273,18 @@ pub async fn publish_with_retry(
         attempt += 1;
         match publisher.publish(plan.clone()).await {
             Ok(commit) => return Ok(commit),
-            Err(PublishError::Conflict { .. }) if attempt < PUBLISH_ATTEMPTS => {
-                let head = publisher.head(&plan.branch).await.context(PublishSnafu)?;
+            Err(conflict @ PublishError::Conflict { .. }) if attempt < PUBLISH_ATTEMPTS => {
+                let head = match publisher.head(&plan.branch).await {
+                    // A branch's first commit lost the manifest to another branch's
+                    // publish: its name is still free.
+                    Err(PublishError::BranchNotFound { .. }) if plan.fork.is_some() => continue,
+                    Err(source) => return Err(Error::Publish { source }),
+                    // The name was taken meanwhile.
+                    Ok(_) if plan.fork.is_some() => {
+                        return Err(Error::Publish { source: conflict })
+                    }
+                    Ok(head) => head,
+                };
                 for (path, version) in plan.tables.iter_mut() {
                     if let Some(theirs) = head.tables.get(path) {
                         *version = (*version).max(*theirs);
@@ -370,7 +370,7 @@ pub async fn recover_intent(target: GraphTarget<'_>, intent: &Intent) -> Result<
         .head(&intent.branch)
         .await
         .context(PublishSnafu)?;
-    let commit = publish_with_retry(target.publisher, plan_for(intent, head.id, versions)).await?;
+    let commit = publish_with_retry(target.publisher, intent.plan(Some(head.id), versions)).await?;
     Ok(Recovered::RolledForward {
         intent: intent.id.clone(),
         commit: commit.id,

@@ -1,9 +1,10 @@
-//! Recovery sidecars: the intent of a multi-table write, recorded before its first table
-//! commit so that a crash between table commits and the publish can be finished or dropped.
+//! Intents: the durable record of one graph write (`__recovery/<id>.json`), written
+//! before its first change to any table, so that a crash before its publish is finished
+//! or dropped, and cleared after it. Its kind says what the write is ([`IntentKind`]).
 //!
-//! A sidecar never holds data: only which staged Lance transactions belong to one graph
-//! commit. Protocol: stage every table → write the sidecar → commit each table → publish
-//! (the commit records the sidecar id as its `intent`) → delete the sidecar.
+//! An intent never holds rows: only which staged Lance transactions belong to one graph
+//! commit, or what a schema change or a branch write is doing. The commit it publishes
+//! records the intent's id, so recovery can tell whether the publish happened.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,9 @@ use lance::dataset::transaction::Transaction;
 use lance_table::format::pb;
 use prost::Message;
 use serde::{Deserialize, Serialize};
-use tributary_publisher::{BranchName, CommitId, CommitKind, FoldedShard};
+use tributary_publisher::{
+    BranchName, CommitId, CommitKind, FoldedShard, Fork, PublishPlan, SchemaRecord,
+};
 use tributary_schema::TablePath;
 
 use crate::error::{Error, Result};
@@ -140,14 +143,70 @@ pub fn owner_may_be_running(
     }
 }
 
+/// What a graph write is, as its intent records it: the one thing recovery dispatches on.
+/// A new kind of write is a new variant, its crash windows
+/// ([`crate::CrashWindow::steps`]) and its stage and recovery.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum IntentKind {
+    /// Rows written by a load: the staged transactions commit, then publish.
+    Load,
+    /// Generations folded: as a load, with the fold's marks.
+    Fold,
+    /// One branch's changes written into another; `merged` is the merged branch's head,
+    /// the commit's second parent.
+    Merge { merged: CommitId },
+    /// A new schema: tables created and columns added in place (never visible before the
+    /// publish pins them), then the head and the schema published together. Recovery
+    /// applies the schema again (each step skips what is there) and publishes it.
+    Schema { schema: SchemaRecord },
+    /// A new branch forked from commit `from` into the intent's lineage. Recovery drops
+    /// it (the forked tables, read by no head, are cleanup's).
+    Branch { from: CommitId },
+    /// A branch's deletion, from its head `head`: its shards sealed, its marker and head
+    /// removed. Recovery finishes it while the head is still `head`.
+    Delete { head: CommitId },
+}
+
+impl IntentKind {
+    /// The kind of write, which names its crash windows.
+    pub fn write_kind(&self) -> crate::WriteKind {
+        match self {
+            IntentKind::Load => crate::WriteKind::Load,
+            IntentKind::Fold => crate::WriteKind::Fold,
+            IntentKind::Merge { .. } => crate::WriteKind::Merge,
+            IntentKind::Schema { .. } => crate::WriteKind::Schema,
+            IntentKind::Branch { .. } => crate::WriteKind::Branch,
+            IntentKind::Delete { .. } => crate::WriteKind::Delete,
+        }
+    }
+
+    /// The kind of commit the write publishes (a delete publishes none).
+    pub fn commit_kind(&self) -> CommitKind {
+        match self {
+            IntentKind::Load => CommitKind::Load,
+            IntentKind::Fold => CommitKind::Fold,
+            IntentKind::Merge { .. } => CommitKind::Merge,
+            IntentKind::Schema { .. } => CommitKind::Schema,
+            IntentKind::Branch { .. } | IntentKind::Delete { .. } => CommitKind::Branch,
+        }
+    }
+}
+
+/// The durable intent of one graph write, recorded before its first change to any table
+/// and cleared after its publish (see the crate's pipeline in [`crate::commit`]).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Intent {
     pub id: String,
     pub branch: BranchName,
-    pub expected_head: CommitId,
+    /// The head the write was built on; `None` for a branch's first commit.
+    pub expected_head: Option<CommitId>,
     pub actor: String,
-    pub kind: CommitKind,
+    #[serde(flatten)]
+    pub kind: IntentKind,
+    #[serde(default)]
     pub rows_written: BTreeMap<TablePath, u64>,
+    #[serde(default)]
     pub tables: Vec<StagedTable>,
     #[serde(default)]
     pub owner: Option<Owner>,
@@ -163,13 +222,10 @@ pub struct Intent {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub producers: BTreeMap<String, u64>,
     /// The Lance branch the tables were staged on (the head's `lineage`; `None` on
-    /// `main`). A branch deleted (and perhaps made again) since has another, or none: the
-    /// intent can then only be dropped.
+    /// `main`); for a new branch, the lineage it forks to. A branch deleted (and perhaps
+    /// made again) since has another, or none: the intent can then only be dropped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<String>,
-    /// A merge's second parent (the merged branch's head), published with its commit.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub merged: Option<CommitId>,
 }
 
 /// One table's staged transaction.
@@ -183,8 +239,80 @@ pub struct StagedTable {
 }
 
 impl Intent {
+    /// An intent of `kind` on `branch` (of `lineage`), built on `expected_head`, by this
+    /// process; the rest empty for the writer to fill.
+    pub fn new(
+        kind: IntentKind,
+        branch: BranchName,
+        lineage: Option<String>,
+        expected_head: Option<CommitId>,
+        actor: &str,
+    ) -> Intent {
+        Intent {
+            id: Intent::new_id(),
+            branch,
+            expected_head,
+            actor: actor.to_owned(),
+            kind,
+            rows_written: BTreeMap::new(),
+            tables: Vec::new(),
+            owner: Some(Owner::this_process()),
+            commit_id: None,
+            folded: Vec::new(),
+            idempotency_key: None,
+            producers: BTreeMap::new(),
+            lineage,
+        }
+    }
+
+    /// This write's crash window at `step`.
+    pub fn window(&self, step: crate::WriteStep) -> crate::CrashWindow {
+        crate::CrashWindow {
+            kind: self.kind.write_kind(),
+            step,
+        }
+    }
+
     pub fn new_id() -> String {
         uuid::Uuid::new_v4().simple().to_string()
+    }
+
+    /// The one place a publish is planned: what this write makes visible, built on
+    /// `expected_head` (the head now, for a recovery), with the table versions it moved.
+    pub fn plan(
+        &self,
+        expected_head: Option<CommitId>,
+        tables: BTreeMap<TablePath, u64>,
+    ) -> PublishPlan {
+        let (schema, fork, merged) = match &self.kind {
+            IntentKind::Schema { schema } => (Some(schema.clone()), None, None),
+            IntentKind::Branch { from } => (
+                None,
+                self.lineage.clone().map(|lineage| Fork {
+                    from: from.clone(),
+                    lineage,
+                }),
+                None,
+            ),
+            IntentKind::Merge { merged } => (None, None, Some(merged.clone())),
+            IntentKind::Load | IntentKind::Fold | IntentKind::Delete { .. } => (None, None, None),
+        };
+        PublishPlan {
+            branch: self.branch.clone(),
+            expected_head,
+            tables,
+            rows_written: self.rows_written.clone(),
+            actor: self.actor.clone(),
+            kind: self.kind.commit_kind(),
+            intent: Some(self.id.clone()),
+            commit_id: self.commit_id.clone(),
+            folded: self.folded.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            producers: self.producers.clone(),
+            schema,
+            fork,
+            merged,
+        }
     }
 
     pub fn sidecar_path(id: &str) -> String {
@@ -294,6 +422,42 @@ mod tests {
         );
         drop(first);
         assert!(!owner_may_be_running(Some(&me), "lease-7", None));
+    }
+
+    #[test]
+    fn an_intent_reads_back_its_kind_and_one_of_an_older_version_reads_too() {
+        let schema = SchemaRecord {
+            version: 3,
+            source: "node A { name: String @key }".to_owned(),
+        };
+        let written = Intent::new(
+            IntentKind::Schema { schema },
+            BranchName::main(),
+            None,
+            None,
+            "tributary:schema",
+        );
+        let read = Intent::from_bytes("x", &written.to_bytes()).unwrap();
+        assert_eq!(read.kind, written.kind);
+        // An older version's merge sidecar: the kind and the second parent side by side,
+        // the expected head always there.
+        let older = br#"{"id":"i1","branch":"main","expected_head":"0123456789ab",
+            "actor":"a","kind":"merge","merged":"ba9876543210","rows_written":{},
+            "tables":[],"owner":null}"#;
+        let read = Intent::from_bytes("i1", older).unwrap();
+        assert_eq!(
+            read.kind,
+            IntentKind::Merge {
+                merged: CommitId::from("ba9876543210")
+            }
+        );
+        assert_eq!(read.expected_head, Some(CommitId::from("0123456789ab")));
+        let load = br#"{"id":"i2","branch":"main","expected_head":"0123456789ab",
+            "actor":"a","kind":"load","rows_written":{},"tables":[]}"#;
+        assert_eq!(
+            Intent::from_bytes("i2", load).unwrap().kind,
+            IntentKind::Load
+        );
     }
 
     #[test]

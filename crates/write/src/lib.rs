@@ -1,7 +1,8 @@
 //! Every graph write, load or fold, and what they share:
 //!
-//! - the commit protocol (stage → sidecar → commit tables → one publish → delete sidecar)
-//!   and its recovery ([`commit`], [`intent`]);
+//! - the one write pipeline (write turn → intent → stage → one publish → clear the
+//!   intent), its crash windows and the recovery of staged writes ([`commit`],
+//!   [`intent`], [`window`]);
 //! - leases across processes: one graph writer per branch, one stream per producer
 //!   ([`lease`]);
 //! - the constraint checker, the one place endpoints, `@card` and `@unique` are enforced
@@ -27,7 +28,8 @@ mod run;
 pub mod window;
 
 pub use commit::{
-    commit_intent, recover_intent, CommitTimings, Committed, GraphTarget, Recovered, StagedWrite,
+    clear_intent, commit_intent, publish_intent, record_intent, recover_intent, CommitTimings,
+    Committed, GraphTarget, Recovered, StagedWrite,
 };
 pub use constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables, Violation};
 pub use embedding::{fill_embeddings, has_embedded_fields, EmbedFailure};
@@ -37,4 +39,4 @@ pub use lease::{path_segment, producers_dir, Acquired, Lease, LEASE_DIR, PRODUCE
 pub use rejects::{rejects_schema, REJECTS_PATH};
 pub use removal::{edge_rows, merge_source, removal_filter};
 pub use run::{fold_pending, FoldOutcome, FoldSettings, FoldTimings, RejectPolicy, FOLD_ACTOR};
-pub use window::{CrashWindow, WriteStep};
+pub use window::{CrashWindow, WriteKind, WriteStep};

@@ -25,7 +25,7 @@ use tributary_embed::Embedder;
 use tributary_memwal_adapter::{
     generation_rows, generation_tombstones, table_state, MemWalTable, PendingGeneration,
 };
-use tributary_publisher::{BranchName, CommitId, CommitKind, CommitRecord, FoldedShard};
+use tributary_publisher::{BranchName, CommitId, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
 
@@ -33,7 +33,7 @@ use crate::commit::{commit_intent, ms_since, GraphTarget, StagedWrite};
 use crate::constraints::{ConstraintChecker, RejectKind, Scope, SnapshotTables};
 use crate::embedding::{fill_embeddings, has_embedded_fields};
 use crate::error::{ArrowSnafu, HaltedSnafu, LanceSnafu, MemWalSnafu, PublishSnafu, Result};
-use crate::intent::{Intent, Owner, StagedTable};
+use crate::intent::{Intent, IntentKind, StagedTable};
 use crate::lookup::string_column;
 use crate::rejects::{row_json, Reject, RejectRows, REJECTS_PATH};
 use crate::removal::{edge_rows, removal_filter};
@@ -370,29 +370,23 @@ pub async fn fold_pending(
         });
     }
 
-    let intent = Intent {
-        merged: None,
-        lineage: head.lineage.clone(),
-        id: Intent::new_id(),
-        branch: branch.clone(),
-        expected_head: head.id.clone(),
-        actor: FOLD_ACTOR.to_owned(),
-        kind: CommitKind::Fold,
-        rows_written,
-        owner: Some(Owner::this_process()),
-        commit_id: Some(commit_id),
-        folded: folded.clone(),
-        idempotency_key: None,
-        producers: if complete {
-            producers.clone()
-        } else {
-            BTreeMap::new()
-        },
-        tables: staged
-            .iter()
-            .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))
-            .collect::<Result<_>>()?,
-    };
+    let mut intent = Intent::new(
+        IntentKind::Fold,
+        branch.clone(),
+        head.lineage.clone(),
+        Some(head.id.clone()),
+        FOLD_ACTOR,
+    );
+    intent.rows_written = rows_written;
+    intent.commit_id = Some(commit_id);
+    intent.folded = folded.clone();
+    if complete {
+        intent.producers = producers.clone();
+    }
+    intent.tables = staged
+        .iter()
+        .map(|w| StagedTable::new(w.path.clone(), w.dataset.version().version, &w.transaction))
+        .collect::<Result<_>>()?;
     let committed = commit_intent(target, &intent, staged).await?;
     timings.tables_ms = committed.timings.tables_ms;
     timings.indexes_ms = committed.timings.indexes_ms;

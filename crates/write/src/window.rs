@@ -4,9 +4,46 @@
 //! name (inert unless configured), and recovery must leave the write landed once or not
 //! at all.
 
-use tributary_publisher::CommitKind;
+use std::fmt;
 
 use crate::error::{Error, Result};
+
+/// A kind of graph write: what its intent records ([`crate::intent::IntentKind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    Load,
+    Fold,
+    Merge,
+    Schema,
+    /// A branch's creation.
+    Branch,
+    /// A branch's deletion (its "publish" removes the head).
+    Delete,
+}
+
+impl WriteKind {
+    pub const ALL: [WriteKind; 6] = [
+        WriteKind::Load,
+        WriteKind::Fold,
+        WriteKind::Merge,
+        WriteKind::Schema,
+        WriteKind::Branch,
+        WriteKind::Delete,
+    ];
+}
+
+impl fmt::Display for WriteKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WriteKind::Load => "load",
+            WriteKind::Fold => "fold",
+            WriteKind::Merge => "merge",
+            WriteKind::Schema => "schema",
+            WriteKind::Branch => "branch",
+            WriteKind::Delete => "delete",
+        })
+    }
+}
 
 /// A step of a write after which a crash is a distinct case for recovery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,32 +76,34 @@ impl WriteStep {
 /// One crash window of one kind of write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CrashWindow {
-    pub kind: CommitKind,
+    pub kind: WriteKind,
     pub step: WriteStep,
 }
 
 impl CrashWindow {
     /// The steps at which a write of `kind` can stop with work left for recovery. A new
     /// kind of write must say its own here (the match has no default arm).
-    pub fn steps(kind: CommitKind) -> &'static [WriteStep] {
+    pub fn steps(kind: WriteKind) -> &'static [WriteStep] {
         match kind {
-            CommitKind::Load | CommitKind::Fold | CommitKind::Merge => &[
+            WriteKind::Load | WriteKind::Fold | WriteKind::Merge => &[
                 WriteStep::BeforeTableCommits,
                 WriteStep::BetweenTableCommits,
                 WriteStep::BeforePublish,
                 WriteStep::BeforeIntentDelete,
             ],
-            CommitKind::Schema => &[
+            WriteKind::Schema => &[
                 WriteStep::BeforeFill,
                 WriteStep::BeforePublish,
                 WriteStep::BeforeIntentDelete,
             ],
-            CommitKind::Branch => &[WriteStep::BeforePublish, WriteStep::BeforeIntentDelete],
+            WriteKind::Branch | WriteKind::Delete => {
+                &[WriteStep::BeforePublish, WriteStep::BeforeIntentDelete]
+            }
         }
     }
 
     /// Every crash window of a write of `kind`.
-    pub fn all(kind: CommitKind) -> impl Iterator<Item = CrashWindow> {
+    pub fn all(kind: WriteKind) -> impl Iterator<Item = CrashWindow> {
         Self::steps(kind)
             .iter()
             .map(move |&step| CrashWindow { kind, step })
@@ -96,14 +135,7 @@ mod tests {
 
     #[test]
     fn every_kind_names_its_own_windows() {
-        let kinds = [
-            CommitKind::Load,
-            CommitKind::Fold,
-            CommitKind::Merge,
-            CommitKind::Schema,
-            CommitKind::Branch,
-        ];
-        let mut names: Vec<String> = kinds
+        let mut names: Vec<String> = WriteKind::ALL
             .iter()
             .flat_map(|&kind| CrashWindow::all(kind))
             .map(CrashWindow::name)
@@ -114,6 +146,6 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), count, "a window's name is its own");
-        assert_eq!(count, 4 * 3 + 3 + 2);
+        assert_eq!(count, 4 * 3 + 3 + 2 * 2);
     }
 }

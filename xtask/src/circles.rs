@@ -51,7 +51,7 @@ fn module_graph(src: &Path) -> Result<BTreeMap<String, BTreeSet<String>>, String
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             named.extend(
-                crate_paths(&text)
+                crate_paths(&code_of(&text))
                     .into_iter()
                     .filter(|m| m != module && modules.contains(m)),
             );
@@ -74,6 +74,14 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>, String> {
         }
     }
     Ok(out)
+}
+
+/// `text` without its comments (a doc link to a module is no import).
+fn code_of(text: &str) -> String {
+    text.lines()
+        .map(|line| line.find("//").map_or(line, |at| &line[..at]))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The first segment after each `crate::`, and each first segment inside `crate::{…}`.
@@ -190,6 +198,9 @@ mod tests {
                     let k = crate::merge::Key; let s = mycrate::other::X;";
         let named: Vec<String> = crate_paths(text).into_iter().collect();
         assert_eq!(named, ["error", "fold", "graph", "merge", "z"]);
+        let documented = "/// See [`crate::fold`].\nuse crate::graph::Graph; // not crate::merge\n";
+        let named: Vec<String> = crate_paths(&code_of(documented)).into_iter().collect();
+        assert_eq!(named, ["graph"]);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! into a branch that is gone.
 
 use std::collections::BTreeMap;
+use tributary_storage::layout;
 
 use snafu::ResultExt;
 use tributary_publisher::{BranchName, CommitId, CommitRecord, Publisher};
@@ -32,7 +33,11 @@ const BRANCH_ACTOR: &str = "tributary:branch";
 /// on the branch reads it (one GET) before acknowledging, instead of the head (five
 /// operations); a lineage without one (made before it existed) is checked at the head.
 pub(crate) fn lineage_marker(lineage: &str) -> String {
-    format!("__lineages/{}", tributary_write::path_segment(lineage))
+    format!(
+        "{}/{}",
+        layout::LINEAGES,
+        tributary_write::path_segment(lineage)
+    )
 }
 
 impl Graph {

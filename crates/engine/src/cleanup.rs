@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
+use tributary_storage::layout;
 
 use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
@@ -210,7 +211,11 @@ impl Graph {
                 // last fold error.
                 for dir in [
                     tributary_write::producers_dir(lineage),
-                    format!("__status/{}", tributary_write::path_segment(lineage)),
+                    format!(
+                        "{}/{}",
+                        layout::STATUS,
+                        tributary_write::path_segment(lineage)
+                    ),
                 ] {
                     self.store.delete_tree(&dir).await.context(StorageSnafu)?;
                 }

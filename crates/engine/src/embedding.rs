@@ -11,7 +11,7 @@ use crate::error::{EmbedSnafu, EmbedderSettingsSnafu, Result, StorageSnafu};
 use crate::graph::Graph;
 
 /// Where a graph's embedder settings live, beside its tables.
-pub const EMBEDDER_PATH: &str = "__settings/embedder.json";
+pub const EMBEDDER_PATH: &str = tributary_storage::layout::EMBEDDER;
 
 impl Graph {
     /// The graph's embedder settings (the built-in embedder when none are stored).

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tributary_storage::layout;
 
 use arrow_array::RecordBatch;
 use snafu::ResultExt;
@@ -64,9 +65,10 @@ fn release_freed_memory() {
 /// made again under the name starts with none).
 fn fold_error_path(lineage: Option<&str>) -> String {
     match lineage {
-        None => "__status/fold_error.json".to_owned(),
+        None => format!("{}/fold_error.json", layout::STATUS),
         Some(lineage) => format!(
-            "__status/{}/fold_error.json",
+            "{}/{}/fold_error.json",
+            layout::STATUS,
             tributary_write::path_segment(lineage)
         ),
     }

@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tributary_storage::layout;
 
 use lance::dataset::{NewColumnTransform, UpdateBuilder, WriteMode};
 use lance::index::DatasetIndexExt;
@@ -43,7 +44,9 @@ use crate::graph::{table_schema, Graph, WriteTurn};
 const SCHEMA_ACTOR: &str = "tributary:schema";
 
 /// Where an older version recorded the schema a change was applying (now an intent).
-const OLDER_PENDING_SCHEMA: &str = "__schema/pending.json";
+fn older_pending_schema() -> String {
+    format!("{}/pending.json", layout::SCHEMA)
+}
 
 /// What a schema change did.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -282,7 +285,7 @@ impl Graph {
         }
         let Some(bytes) = self
             .store
-            .get(OLDER_PENDING_SCHEMA)
+            .get(&older_pending_schema())
             .await
             .context(StorageSnafu)?
         else {
@@ -304,7 +307,7 @@ impl Graph {
             Err(error) => tracing::error!(%error, "unreadable pending schema change; set aside"),
         }
         self.store
-            .delete(OLDER_PENDING_SCHEMA)
+            .delete(&older_pending_schema())
             .await
             .context(StorageSnafu)
     }

@@ -40,7 +40,7 @@ use crate::ids::{BranchName, CommitId};
 use crate::record::{now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord, TablePath};
 use crate::Publisher;
 
-pub const MANIFEST_PATH: &str = "__manifest.lance";
+pub const MANIFEST_PATH: &str = tributary_storage::layout::MANIFEST;
 const SCHEMA_KEY: &str = "schema";
 const HEAD_PREFIX: &str = "graph_head:";
 const COMMIT_PREFIX: &str = "graph_commit:";

@@ -12,6 +12,7 @@ mod error;
 mod faults;
 mod kind;
 pub mod lance_text;
+pub mod layout;
 mod s3_settings;
 mod wrapper;
 
@@ -255,7 +256,7 @@ impl GraphStore {
     }
 
     async fn probe_conditional_put(&self) -> Result<()> {
-        let probe = format!("__probe/{}", uuid::Uuid::new_v4());
+        let probe = format!("{}/{}", layout::PROBE, uuid::Uuid::new_v4());
         let mine = uuid::Uuid::new_v4().to_string().into_bytes();
         let created = match self.put_if_absent(&probe, mine.clone()).await {
             Ok(created) => created,

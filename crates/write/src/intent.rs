@@ -19,7 +19,7 @@ use tributary_schema::TablePath;
 
 use crate::error::{Error, Result};
 
-pub const RECOVERY_DIR: &str = "__recovery";
+pub const RECOVERY_DIR: &str = tributary_storage::layout::RECOVERY;
 
 /// How long a sidecar written by another host counts as in flight. Same-host sidecars are
 /// judged exactly (is the writing process alive?), so this only matters across machines.

@@ -36,11 +36,11 @@ use tributary_storage::GraphStore;
 use crate::error::{Result, StorageSnafu};
 use crate::intent::{owner_may_be_running, InFlight, Owner};
 
-pub const LEASE_DIR: &str = "__leases";
+pub const LEASE_DIR: &str = tributary_storage::layout::LEASES;
 /// Producers' leases and marks: `__producers/<scope>/<producer>.json` holds a producer's
 /// mark, `__producers/<scope>/<producer>/` its lease (the scope: `main`, or a branch's
 /// lineage).
-pub const PRODUCER_DIR: &str = "__producers";
+pub const PRODUCER_DIR: &str = tributary_storage::layout::PRODUCERS;
 
 /// How often a holder rewrites its lease object (well inside the foreign grace).
 const HEARTBEAT: Duration = Duration::from_secs(15);

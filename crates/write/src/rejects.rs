@@ -15,7 +15,7 @@ use crate::constraints::RejectKind;
 use crate::error::{ArrowSnafu, LanceSnafu, Result, StorageSnafu};
 
 /// Where dead letters live, beside the node and edge tables.
-pub const REJECTS_PATH: TablePath = TablePath::from_static("_ingest_rejects.lance");
+pub const REJECTS_PATH: TablePath = TablePath::from_static(tributary_storage::layout::REJECTS);
 
 pub fn rejects_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![

@@ -212,7 +212,8 @@ async fn the_primary_key_marked_at_creation_is_kept() {
 /// versions, so only the graph's own cleanup may remove them.
 #[tokio::test]
 async fn graph_tables_have_no_auto_cleanup() {
-    let (_dir, uri, _graph) = tributary_tests::temp_graph().await;
+    let (_dir, uri, _graph) =
+        tributary_tests::temp_graph_on(tributary::PublisherKind::Manifest).await;
     let store = GraphStore::new(&uri).unwrap();
     for path in ["nodes/Person.lance", "__manifest.lance"] {
         let dataset = store.open_dataset(path, None).await.unwrap();

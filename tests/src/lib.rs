@@ -35,6 +35,19 @@ pub async fn temp_graph() -> (TempDir, String, Graph) {
     (dir, uri, graph)
 }
 
+/// [`temp_graph`] committing through the publisher `kind`, whatever `TRIBUTARY_PUBLISHER`
+/// says (for tests of one publisher's own mechanism).
+pub async fn temp_graph_on(kind: tributary::PublisherKind) -> (TempDir, String, Graph) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("graph").to_string_lossy().into_owned();
+    let graph = Graph::builder(&uri)
+        .publisher(kind)
+        .init(SCHEMA)
+        .await
+        .expect("init graph");
+    (dir, uri, graph)
+}
+
 /// The graph at `uri` reopened with a background folder that folds within 50 ms, started.
 pub async fn quickly_folding(uri: &str) -> std::sync::Arc<Graph> {
     let settings = tributary::GraphSettings {

@@ -781,6 +781,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 .with("shard_manifests", report.memwal.manifest_versions)
                 .with("table_versions", report.versions)
                 .with("branch_lineages", report.branches)
+                .with("commit_records", report.commit_records)
                 .with("bytes", report.memwal.bytes + report.version_bytes);
             summarize(&mut out, summary)
         }

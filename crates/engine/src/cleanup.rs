@@ -11,9 +11,9 @@ use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage, MemWalTable};
-use tributary_publisher::{BranchName, CommitRecord, Publisher, MANIFEST_PATH};
+use tributary_publisher::{BranchName, CommitRecord, GraphPublisher, Publisher, MANIFEST_PATH};
 
-use crate::error::{Error, LanceSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
+use crate::error::{Error, LanceSnafu, PublishSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph};
 use tributary_schema::TablePath;
 
@@ -34,6 +34,10 @@ pub struct CleanupReport {
     /// once whatever the number of tables.
     #[serde(default)]
     pub branches: u64,
+    /// Transaction records removed (a graph on the record publisher; its commits stay,
+    /// each an object of its own).
+    #[serde(default)]
+    pub commit_records: u64,
 }
 
 /// (table, Lance branch or `None` for main's lineage) → the oldest version to keep.
@@ -96,13 +100,22 @@ impl Graph {
             self.remove_old_versions(&path, None, Some(oldest), cutoff, &mut report)
                 .await?;
         }
-        // The manifest's head is its latest version, which Lance always keeps; recent
-        // versions stay too, because a publisher that read an older one resolves its
-        // compare-and-swap conflict through their transaction files.
-        let manifest_cutoff =
-            cutoff.min(Utc::now() - chrono::Duration::seconds(MANIFEST_MIN_RETENTION_S));
-        self.remove_old_versions(MANIFEST_PATH, None, None, manifest_cutoff, &mut report)
-            .await?;
+        match &self.publisher {
+            // The manifest's head is its latest version, which Lance always keeps; recent
+            // versions stay too, because a publisher that read an older one resolves its
+            // compare-and-swap conflict through their transaction files.
+            GraphPublisher::Manifest(_) => {
+                let manifest_cutoff =
+                    cutoff.min(Utc::now() - chrono::Duration::seconds(MANIFEST_MIN_RETENTION_S));
+                self.remove_old_versions(MANIFEST_PATH, None, None, manifest_cutoff, &mut report)
+                    .await?;
+            }
+            // Every commit is an object of its own once finalized; the records below the
+            // newest go, the pruned-through boundary raised first.
+            GraphPublisher::Record(records) => {
+                report.commit_records = records.prune().await.context(PublishSnafu)?;
+            }
+        }
         Ok(report)
     }
 

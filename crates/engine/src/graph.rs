@@ -10,7 +10,7 @@ use lance::Dataset;
 use snafu::ResultExt;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 use tributary_publisher::{
-    BranchName, CommitId, CommitRecord, ManifestCasPublisher, Publisher, SchemaRecord,
+    BranchName, CommitId, CommitRecord, GraphPublisher, Publisher, PublisherKind, SchemaRecord,
 };
 use tributary_schema::{Catalog, TypeDef, TypeKind};
 use tributary_storage::{GraphStore, OpCounter, StoreOptions};
@@ -57,7 +57,7 @@ pub struct Graph {
     /// write turn finds the head at a newer schema (another process applied one); each
     /// operation takes it once, at its start.
     catalog: std::sync::RwLock<(Arc<Catalog>, u32)>,
-    pub(crate) publisher: ManifestCasPublisher,
+    pub(crate) publisher: GraphPublisher,
     /// One write queue per branch: this process's loads and folds of a branch run one at a
     /// time, and each, once at the front, takes the branch's lease across processes.
     write_queues: Mutex<HashMap<BranchName, Arc<Mutex<()>>>>,
@@ -118,6 +118,7 @@ impl Graph {
             store: None,
             options: StoreOptions::default(),
             settings: GraphSettings::default(),
+            publisher: None,
         }
     }
 
@@ -128,6 +129,7 @@ impl Graph {
             store: Some(store),
             options: StoreOptions::default(),
             settings: GraphSettings::default(),
+            publisher: None,
         }
     }
 
@@ -135,7 +137,7 @@ impl Graph {
         store: GraphStore,
         catalog: Catalog,
         version: u32,
-        publisher: ManifestCasPublisher,
+        publisher: GraphPublisher,
         settings: GraphSettings,
     ) -> Graph {
         Graph {
@@ -171,8 +173,13 @@ impl Graph {
         &self.store
     }
 
+    /// The publisher this graph commits through.
+    pub fn publisher_kind(&self) -> PublisherKind {
+        self.publisher.kind()
+    }
+
     /// The publisher, for callers that need the commit chain directly.
-    pub fn publisher(&self) -> &ManifestCasPublisher {
+    pub fn publisher(&self) -> &GraphPublisher {
         &self.publisher
     }
 
@@ -378,9 +385,19 @@ pub struct GraphBuilder {
     store: Option<GraphStore>,
     options: StoreOptions,
     settings: GraphSettings,
+    /// `None`: [`PublisherKind::default_for_init`].
+    publisher: Option<PublisherKind>,
 }
 
 impl GraphBuilder {
+    /// The publisher a graph made by [`GraphBuilder::init`] commits through (by default
+    /// `TRIBUTARY_PUBLISHER`'s, or the manifest); an existing graph opens with the one it
+    /// records.
+    pub fn publisher(mut self, kind: PublisherKind) -> GraphBuilder {
+        self.publisher = Some(kind);
+        self
+    }
+
     pub fn settings(mut self, settings: GraphSettings) -> GraphBuilder {
         self.settings = settings;
         self
@@ -415,10 +432,7 @@ impl GraphBuilder {
             Some(store) => store.clone(),
             None => GraphStore::open(&self.uri, self.options.clone()).context(StorageSnafu)?,
         };
-        store
-            .dataset_exists(tributary_publisher::MANIFEST_PATH)
-            .await
-            .context(StorageSnafu)
+        GraphPublisher::exists(&store).await.context(PublishSnafu)
     }
 
     /// Open the existing graph.
@@ -430,9 +444,7 @@ impl GraphBuilder {
             tokio::task::block_in_place(|| fail::fail_point!("graph::open"));
         }
         let (store, settings) = self.into_store()?;
-        let publisher = ManifestCasPublisher::open(&store)
-            .await
-            .context(PublishSnafu)?;
+        let publisher = GraphPublisher::open(&store).await.context(PublishSnafu)?;
         let schema = publisher.schema().await.context(PublishSnafu)?;
         let catalog = Catalog::parse(&schema.source).context(SchemaSnafu)?;
         Ok(Graph::assemble(
@@ -446,14 +458,14 @@ impl GraphBuilder {
 
     /// Create the graph with the schema `source`; refused if one exists there.
     pub async fn init(self, source: &str) -> Result<Graph> {
+        let kind = match self.publisher {
+            Some(kind) => kind,
+            None => PublisherKind::default_for_init().context(PublishSnafu)?,
+        };
         let (store, settings) = self.into_store()?;
         let catalog = Catalog::parse(source).context(SchemaSnafu)?;
         store.check_conditional_put().await.context(StorageSnafu)?;
-        if store
-            .dataset_exists(tributary_publisher::MANIFEST_PATH)
-            .await
-            .context(StorageSnafu)?
-        {
+        if GraphPublisher::exists(&store).await.context(PublishSnafu)? {
             return Err(tributary_publisher::Error::AlreadyExists {
                 uri: store.location(),
             })
@@ -482,7 +494,7 @@ impl GraphBuilder {
             version: 1,
             source: source.to_owned(),
         };
-        let (publisher, _first) = ManifestCasPublisher::create(&store, schema, tables, INIT_ACTOR)
+        let (publisher, _first) = GraphPublisher::create(&store, kind, schema, tables, INIT_ACTOR)
             .await
             .context(PublishSnafu)?;
         Ok(Graph::assemble(store, catalog, 1, publisher, settings))

@@ -85,7 +85,8 @@ pub use writes::Writes;
 
 pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
 pub use tributary_publisher::{
-    BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, MAIN_BRANCH,
+    BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, PublisherKind,
+    MAIN_BRANCH,
 };
 pub use tributary_schema::{
     BreakingChange, Catalog, Decoder, LineError, LineTarget, SchemaChange, TablePath,

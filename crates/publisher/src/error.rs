@@ -53,6 +53,9 @@ pub enum Error {
 
     #[snafu(display("{source}"))]
     Storage { source: tributary_storage::Error },
+
+    #[snafu(display("this graph commits through the `{name}` publisher, which this version of Tributary does not know (it knows `manifest` and `record`); use the version that made it"))]
+    UnknownPublisher { name: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -67,7 +70,7 @@ impl Error {
             | Error::CommitNotFound { .. }
             | Error::VersionsRemoved { .. }
             | Error::NotAGraph { .. } => ErrorKind::NotFound,
-            Error::AlreadyExists { .. } => ErrorKind::InvalidInput,
+            Error::AlreadyExists { .. } | Error::UnknownPublisher { .. } => ErrorKind::InvalidInput,
             Error::Storage { source } => source.kind(),
             Error::Lance { source, .. } => {
                 tributary_storage::store_access_kind(source).unwrap_or(ErrorKind::Internal)

@@ -1,15 +1,20 @@
 //! The graph's single commit point.
 //!
 //! A [`Publisher`] makes table versions graph-visible by moving a branch head with one
-//! compare-and-swap. [`ManifestCasPublisher`] does it on the `__manifest` Lance table.
+//! atomic step. [`ManifestCasPublisher`] does it with a compare-and-swap on the
+//! `__manifest` Lance table; [`RecordPublisher`] by creating the next immutable
+//! transaction record with put-if-absent. A graph records which ([`GraphPublisher`]).
 
+mod choice;
 mod error;
 mod ids;
 mod manifest;
 mod record;
+mod txn;
 
 use async_trait::async_trait;
 
+pub use choice::{GraphPublisher, PublisherKind};
 pub use error::{Error, Result};
 pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
 pub use manifest::{
@@ -19,9 +24,9 @@ pub use manifest::{
 pub use record::{
     CommitKind, CommitRecord, FoldedShard, Fork, PublishPlan, SchemaRecord, TablePath,
 };
+pub use txn::RecordPublisher;
 
-/// Publishes commits and resolves snapshots. Swappable: the manifest CAS today, a batched
-/// publisher later.
+/// Publishes commits and resolves snapshots, whatever the commit point.
 #[async_trait]
 pub trait Publisher: Send + Sync {
     /// Move `plan.branch` from `plan.expected_head` to a new commit. A head that moved

@@ -37,7 +37,7 @@ use crate::error::{
     LanceSnafu, NotAGraphSnafu, Result, StorageSnafu,
 };
 use crate::ids::{BranchName, CommitId};
-use crate::record::{now_micros, CommitKind, CommitRecord, PublishPlan, SchemaRecord, TablePath};
+use crate::record::{CommitRecord, PublishPlan, SchemaRecord, TablePath};
 use crate::Publisher;
 
 pub const MANIFEST_PATH: &str = tributary_storage::layout::MANIFEST;
@@ -139,25 +139,7 @@ impl ManifestCasPublisher {
             }
             .fail();
         }
-        let first = CommitRecord {
-            id: CommitId::random(),
-            parent: None,
-            merged: None,
-            lineage: None,
-            depth: 1,
-            branch: BranchName::main(),
-            actor: actor.to_owned(),
-            kind: CommitKind::Schema,
-            time_micros: now_micros(),
-            tables,
-            rows_written: Default::default(),
-            intent: None,
-            folded: Vec::new(),
-            last_fold: None,
-            idempotency_key: None,
-            producers: Default::default(),
-            schema_version: schema.version,
-        };
+        let first = CommitRecord::first(&schema, tables, actor);
         let rows = vec![
             (SCHEMA_KEY.to_owned(), to_json(&schema)),
             (head_key(&first.branch), to_json(&first)),
@@ -377,70 +359,7 @@ impl Publisher for ManifestCasPublisher {
             Some(merged) => Self::read_commit(&dataset, merged).await?.depth,
             None => 0,
         };
-        // Lance table history is linear: a newer version holds every older write, so a
-        // publish never lowers a pin (a late recovery must not roll a table back).
-        let mut tables = head.as_ref().map(|h| h.tables.clone()).unwrap_or_default();
-        for (path, version) in plan.tables {
-            let pinned = tables.entry(path).or_insert(version);
-            *pinned = (*pinned).max(version);
-        }
-        let id = plan.commit_id.unwrap_or_else(CommitId::random);
-        // Marks carried forward from the parent, raised (never lowered) by the plan's.
-        let mut producers = head
-            .as_ref()
-            .map(|h| h.producers.clone())
-            .unwrap_or_default();
-        for (producer, sequence) in plan.producers {
-            let mark = producers.entry(producer).or_insert(sequence);
-            *mark = (*mark).max(sequence);
-        }
-        let head_schema = head
-            .as_ref()
-            .or(fork.as_ref())
-            .map_or(1, |h| h.schema_version);
-        if let Some(schema) = &plan.schema {
-            if schema.version != head_schema + 1 {
-                return Err(Error::SchemaRaced {
-                    expected: head_schema + 1,
-                    actual: schema.version,
-                });
-            }
-        }
-        let schema_version = plan.schema.as_ref().map_or(head_schema, |s| s.version);
-        let last_fold = match plan.kind {
-            CommitKind::Fold => Some(id.clone()),
-            _ => head.as_ref().and_then(|h| h.last_fold.clone()),
-        };
-        let depth = head
-            .as_ref()
-            .or(fork.as_ref())
-            .map_or(0, |h| h.depth)
-            .max(merged_depth)
-            + 1;
-        let lineage = match (&head, &plan.fork) {
-            (Some(head), _) => head.lineage.clone(),
-            (None, Some(fork)) => Some(fork.lineage.clone()),
-            (None, None) => None,
-        };
-        let record = CommitRecord {
-            id,
-            parent: actual.or_else(|| fork.map(|f| f.id)),
-            merged: plan.merged,
-            lineage,
-            depth,
-            branch: plan.branch.clone(),
-            actor: plan.actor,
-            kind: plan.kind,
-            time_micros: now_micros(),
-            tables,
-            rows_written: plan.rows_written,
-            intent: plan.intent,
-            folded: plan.folded,
-            last_fold,
-            idempotency_key: plan.idempotency_key,
-            producers,
-            schema_version,
-        };
+        let record = CommitRecord::next(head.as_ref(), fork.as_ref(), merged_depth, plan.clone())?;
         let json = to_json(&record);
         let mut rows = vec![
             (head_key(&plan.branch), json.clone()),
@@ -453,6 +372,7 @@ impl Publisher for ManifestCasPublisher {
         if let Some(schema) = &plan.schema {
             rows.push((SCHEMA_KEY.to_owned(), to_json(schema)));
         }
+        let branch = plan.branch;
         let batch = rows_batch(&rows);
 
         let mut builder =
@@ -479,9 +399,9 @@ impl Publisher for ManifestCasPublisher {
                     .checkout_latest()
                     .await
                     .context(LanceSnafu { action: "refresh" })?;
-                let actual = Self::read_head(&dataset, &plan.branch).await?.map(|h| h.id);
+                let actual = Self::read_head(&dataset, &branch).await?.map(|h| h.id);
                 return Err(Error::Conflict {
-                    branch: plan.branch,
+                    branch,
                     expected: plan.expected_head,
                     actual,
                 });

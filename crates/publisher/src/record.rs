@@ -128,6 +128,101 @@ impl CommitRecord {
     }
 }
 
+impl CommitRecord {
+    /// A graph's first commit: `main`'s, pinning the new tables, at the first schema.
+    pub(crate) fn first(
+        schema: &SchemaRecord,
+        tables: BTreeMap<TablePath, u64>,
+        actor: &str,
+    ) -> CommitRecord {
+        CommitRecord {
+            id: CommitId::random(),
+            parent: None,
+            merged: None,
+            lineage: None,
+            depth: 1,
+            branch: BranchName::main(),
+            actor: actor.to_owned(),
+            kind: CommitKind::Schema,
+            time_micros: now_micros(),
+            tables,
+            rows_written: Default::default(),
+            intent: None,
+            folded: Vec::new(),
+            last_fold: None,
+            idempotency_key: None,
+            producers: Default::default(),
+            schema_version: schema.version,
+        }
+    }
+
+    /// The commit `plan` makes on `head` (the branch's head; `None` for a branch's first
+    /// commit, which starts from `fork`, the commit it is created from); `merged_depth` is
+    /// the depth of a merge's second parent. What every publisher records, whatever its
+    /// commit point: pins never lowered, marks carried forward and raised, the schema
+    /// version one more only with a new schema.
+    pub(crate) fn next(
+        head: Option<&CommitRecord>,
+        fork: Option<&CommitRecord>,
+        merged_depth: u64,
+        plan: PublishPlan,
+    ) -> crate::Result<CommitRecord> {
+        // Lance table history is linear: a newer version holds every older write, so a
+        // publish never lowers a pin (a late recovery must not roll a table back).
+        let mut tables = head.map(|h| h.tables.clone()).unwrap_or_default();
+        for (path, version) in plan.tables {
+            let pinned = tables.entry(path).or_insert(version);
+            *pinned = (*pinned).max(version);
+        }
+        let id = plan.commit_id.unwrap_or_else(CommitId::random);
+        // Marks carried forward from the parent, raised (never lowered) by the plan's.
+        let mut producers = head.map(|h| h.producers.clone()).unwrap_or_default();
+        for (producer, sequence) in plan.producers {
+            let mark = producers.entry(producer).or_insert(sequence);
+            *mark = (*mark).max(sequence);
+        }
+        let head_schema = head.or(fork).map_or(1, |h| h.schema_version);
+        if let Some(schema) = &plan.schema {
+            if schema.version != head_schema + 1 {
+                return Err(crate::Error::SchemaRaced {
+                    expected: head_schema + 1,
+                    actual: schema.version,
+                });
+            }
+        }
+        let schema_version = plan.schema.as_ref().map_or(head_schema, |s| s.version);
+        let last_fold = match plan.kind {
+            CommitKind::Fold => Some(id.clone()),
+            _ => head.and_then(|h| h.last_fold.clone()),
+        };
+        let depth = head.or(fork).map_or(0, |h| h.depth).max(merged_depth) + 1;
+        let lineage = match (head, &plan.fork) {
+            (Some(head), _) => head.lineage.clone(),
+            (None, Some(fork)) => Some(fork.lineage.clone()),
+            (None, None) => None,
+        };
+        Ok(CommitRecord {
+            id,
+            parent: head.or(fork).map(|h| h.id.clone()),
+            merged: plan.merged,
+            lineage,
+            depth,
+            branch: plan.branch,
+            actor: plan.actor,
+            kind: plan.kind,
+            time_micros: now_micros(),
+            tables,
+            rows_written: plan.rows_written,
+            intent: plan.intent,
+            folded: plan.folded,
+            last_fold,
+            idempotency_key: plan.idempotency_key,
+            producers,
+            schema_version,
+        })
+    }
+}
+
 /// The generations of one shard that a fold merged into its table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FoldedShard {

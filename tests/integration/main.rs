@@ -23,6 +23,7 @@ mod producers;
 mod publisher;
 mod queries;
 mod reads;
+mod records;
 mod recovery;
 mod s3;
 mod schema_change;

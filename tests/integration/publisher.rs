@@ -7,7 +7,7 @@ use tributary_publisher::{
 use tributary_storage::{GraphStore, OpCounter, StoreOptions};
 use tributary_tests::temp_graph;
 
-fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
+pub(crate) fn plan_on(head: &CommitRecord, actor: &str) -> PublishPlan {
     PublishPlan {
         branch: BranchName::main(),
         expected_head: Some(head.id.clone()),

@@ -4,7 +4,8 @@
 //!   Cypher and a SQL query, ingest, similarity search, log);
 //! - `lint`  fmt check, no import circles between a crate's modules, and clippy `-D warnings`
 //!   (the quick loop while editing);
-//! - `test`  `lint`, then the test suite (nextest when installed);
+//! - `test`  `lint`, then the test suite (nextest when installed), once per publisher
+//!   (`TRIBUTARY_PUBLISHER=manifest`, then `record`);
 //! - `bench` the decode benchmark and the scenario benchmarks, in release; the scenarios'
 //!   records are kept in `docs/bench/results.ndjson` and drawn as SVG charts there;
 //! - `charts [RESULTS]` draw the charts again from a results file;
@@ -210,26 +211,34 @@ fn test(extra: &[String]) -> Result {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    let mut command = if nextest {
-        cargo_with(&[
-            "nextest",
-            "run",
-            "--workspace",
-            "--features",
-            "tributary/failpoints",
-            "--no-fail-fast",
-        ])?
-    } else {
-        cargo_with(&[
-            "test",
-            "--workspace",
-            "--features",
-            "tributary/failpoints",
-            "--no-fail-fast",
-        ])?
-    };
-    command.args(extra).env("TRIBUTARY_TEST_S3", &s3);
-    run(command)?;
+    // The whole suite once per publisher: every graph a test makes without naming one
+    // commits through `TRIBUTARY_PUBLISHER`'s.
+    for publisher in ["manifest", "record"] {
+        eprintln!("xtask: the tests with the {publisher} publisher");
+        let mut command = if nextest {
+            cargo_with(&[
+                "nextest",
+                "run",
+                "--workspace",
+                "--features",
+                "tributary/failpoints",
+                "--no-fail-fast",
+            ])?
+        } else {
+            cargo_with(&[
+                "test",
+                "--workspace",
+                "--features",
+                "tributary/failpoints",
+                "--no-fail-fast",
+            ])?
+        };
+        command
+            .args(extra)
+            .env("TRIBUTARY_TEST_S3", &s3)
+            .env("TRIBUTARY_PUBLISHER", publisher);
+        run(command)?;
+    }
     // nextest does not run doctests.
     if nextest {
         run(cargo_with(&[

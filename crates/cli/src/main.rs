@@ -83,7 +83,15 @@ enum Command {
         /// The schema file (node and edge type declarations).
         #[arg(long, short)]
         schema: PathBuf,
+        /// How commits become visible: `manifest`, one compare-and-swap on the
+        /// `__manifest` table; or `record`, one immutable record per commit created with
+        /// put-if-absent. Fixed for the graph's life. Default: `TRIBUTARY_PUBLISHER`, else
+        /// `manifest`.
+        #[arg(long, value_enum)]
+        publisher: Option<PublisherArg>,
     },
+    /// Print the publisher the graph commits through (`manifest` or `record`).
+    Publisher { graph: String },
     /// Load NDJSON as one commit: every line is validated first, and nothing is written
     /// unless all are valid.
     Load {
@@ -411,6 +419,21 @@ impl ViewArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+enum PublisherArg {
+    Manifest,
+    Record,
+}
+
+impl From<PublisherArg> for tributary::PublisherKind {
+    fn from(arg: PublisherArg) -> Self {
+        match arg {
+            PublisherArg::Manifest => tributary::PublisherKind::Manifest,
+            PublisherArg::Record => tributary::PublisherKind::Record,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum ModeArg {
     Upsert,
     Insert,
@@ -504,21 +527,32 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         summary.write(out, format).map_err(Failure::io)
     };
     match command {
-        Command::Init { graph, schema } => {
+        Command::Init {
+            graph,
+            schema,
+            publisher,
+        } => {
             let source = std::fs::read_to_string(&schema)
                 .map_err(|e| Failure::reading(&format!("schema {}", schema.display()), e))?;
-            let (types, commit) = match server.remote(&graph)? {
-                Some(remote) => remote.create(source).await?,
+            let publisher = publisher.map(tributary::PublisherKind::from);
+            let (types, commit, publisher) = match server.remote(&graph)? {
+                Some(remote) => remote.create(source, publisher).await?,
                 None => {
-                    let opened = server.local(&graph).init(&source).await?;
+                    let builder = match publisher {
+                        Some(kind) => server.local(&graph).publisher(kind),
+                        None => server.local(&graph),
+                    };
+                    let opened = builder.init(&source).await?;
                     let head = opened.snapshot(&At::default()).await?;
-                    (opened.catalog().types.len(), head.id.to_string())
+                    let publisher = opened.publisher_kind().to_string();
+                    (opened.catalog().types.len(), head.id.to_string(), publisher)
                 }
             };
             let summary = output::Summary::new()
                 .with("graph", graph)
                 .with("types", types)
-                .with("commit", commit);
+                .with("commit", commit)
+                .with("publisher", publisher);
             summarize(&mut out, summary)
         }
         Command::Load {
@@ -783,6 +817,13 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 .with("branch_lineages", report.branches)
                 .with("commit_records", report.commit_records)
                 .with("bytes", report.memwal.bytes + report.version_bytes);
+            summarize(&mut out, summary)
+        }
+        Command::Publisher { graph } => {
+            let opened = backend::open(&graph, &server).await?;
+            let summary = output::Summary::new()
+                .with("graph", graph)
+                .with("publisher", opened.publisher().await?.to_string());
             summarize(&mut out, summary)
         }
         Command::Rejects { graph, at } => {

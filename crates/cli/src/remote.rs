@@ -69,10 +69,16 @@ impl Remote {
     }
 
     /// Create the graph (the server must run with `--init`): its type count and commit.
-    pub async fn create(&self, schema: String) -> Result<(usize, String)> {
-        let response = self
-            .send_http(self.request(Method::POST, "").body(schema))
-            .await?;
+    pub async fn create(
+        &self,
+        schema: String,
+        publisher: Option<tributary::PublisherKind>,
+    ) -> Result<(usize, String, String)> {
+        let mut request = self.request(Method::POST, "");
+        if let Some(kind) = publisher {
+            request = request.query(&[("publisher", kind.to_string())]);
+        }
+        let response = self.send_http(request.body(schema)).await?;
         let created: serde_json::Value = response
             .json()
             .await
@@ -80,6 +86,7 @@ impl Remote {
         Ok((
             created["types"].as_u64().unwrap_or_default() as usize,
             created["commit"].as_str().unwrap_or_default().to_owned(),
+            created["publisher"].as_str().unwrap_or_default().to_owned(),
         ))
     }
 }

@@ -9,8 +9,8 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, FoldOutcome, Graph, IngestStatus,
-    LoadOptions, LoadOutcome, MergeOutcome, QueryRequest, ReadOptions, RejectPolicy, Result,
-    SchemaOutcome, SearchQuery, View,
+    LoadOptions, LoadOutcome, MergeOutcome, PublisherKind, QueryRequest, ReadOptions, RejectPolicy,
+    Result, SchemaOutcome, SearchQuery, View,
 };
 
 #[async_trait::async_trait]
@@ -53,6 +53,9 @@ pub trait GraphOps: Send + Sync {
 
     /// The graph's schema source.
     async fn schema(&self) -> Result<String>;
+
+    /// The publisher the graph commits through (chosen at its `init`).
+    async fn publisher(&self) -> Result<PublisherKind>;
 
     /// Apply a new schema: additive changes are published as one `schema` commit; a
     /// change the stored tables cannot take is refused with every difference named.
@@ -157,6 +160,10 @@ impl GraphOps for Graph {
 ",
             source.trim_end()
         ))
+    }
+
+    async fn publisher(&self) -> Result<PublisherKind> {
+        Ok(self.publisher_kind())
     }
 
     async fn apply_schema(&self, source: &str) -> Result<SchemaOutcome> {

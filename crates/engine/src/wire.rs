@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error, ErrorKind, FoldOutcome,
     GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome, MergeOutcome,
-    QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, View,
+    PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery,
+    View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -245,6 +246,10 @@ impl<T: Transport> GraphOps for T {
         let mut request = WireRequest::post("/schema");
         request.body = Some(source.to_owned());
         json(self.send(request).await?)
+    }
+
+    async fn publisher(&self) -> Result<PublisherKind> {
+        json(self.send(WireRequest::get("/publisher")).await?)
     }
 
     async fn embedder_settings(&self) -> Result<EmbedderConfig> {

@@ -198,7 +198,12 @@ impl AppState {
             .clone()
     }
 
-    async fn create_graph(&self, id: &str, schema: &str) -> Result<Arc<Graph>, ApiError> {
+    async fn create_graph(
+        &self,
+        id: &str,
+        schema: &str,
+        publisher: Option<tributary::PublisherKind>,
+    ) -> Result<Arc<Graph>, ApiError> {
         let path = self.path_of(id)?;
         let exists = || ApiError::invalid(format!("graph `{id}` already exists"));
         if self.builder(&path).exists().await? {
@@ -209,7 +214,11 @@ impl AppState {
         let graph = cell
             .get_or_try_init(|| async {
                 created = true;
-                self.builder(&path).init(schema).await.map(Arc::new)
+                let builder = match publisher {
+                    Some(kind) => self.builder(&path).publisher(kind),
+                    None => self.builder(&path),
+                };
+                builder.init(schema).await.map(Arc::new)
             })
             .await;
         let graph = match graph {

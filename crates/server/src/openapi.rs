@@ -54,6 +54,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(query::sql))
             .routes(routes!(handlers::commits))
             .routes(routes!(handlers::schema, handlers::apply_schema))
+            .routes(routes!(handlers::publisher))
             .routes(routes!(embedder::show, embedder::set))
             .routes(routes!(handlers::cleanup))
             .routes(routes!(branches::list))

@@ -78,12 +78,14 @@ pub async fn metrics(
 ///
 /// Only when the server was started with `--init`; needs the write scope.
 #[utoipa::path(post, path = "/graphs/{id}", tag = "graphs", params(
-        ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        CreateParams),
     request_body(content = String, content_type = "text/plain", description = "The schema source."),
     responses((status = 201, description = "Created.", body = GraphCreated)))]
 pub async fn create_graph(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    Query(params): Query<CreateParams>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
@@ -97,12 +99,13 @@ pub async fn create_graph(
     }
     let body = read_body(body, MAX_SCHEMA_BYTES, state.config.limits.body_timeout).await?;
     let schema = text_body(&body)?;
-    let graph = state.create_graph(&id, schema).await?;
+    let graph = state.create_graph(&id, schema, params.publisher).await?;
     let head = graph.snapshot(&At::default()).await?;
     let created = GraphCreated {
         graph: id,
         types: graph.catalog().types.len(),
         commit: head.id.to_string(),
+        publisher: graph.publisher_kind(),
     };
     Ok((StatusCode::CREATED, Json(created)).into_response())
 }
@@ -115,6 +118,8 @@ pub struct GraphCreated {
     pub types: usize,
     /// Its first commit.
     pub commit: String,
+    /// The publisher it commits through.
+    pub publisher: tributary::PublisherKind,
 }
 
 /// The largest schema `POST /graphs/{id}` takes.
@@ -366,6 +371,17 @@ pub async fn search(
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
+pub struct CreateParams {
+    /// How the graph's commits become visible: `manifest` (a compare-and-swap on the
+    /// `__manifest` table) or `record` (one immutable record per transaction). Absent: the
+    /// server's default (`TRIBUTARY_PUBLISHER` where it runs, else `manifest`).
+    #[serde(default)]
+    #[param(value_type = Option<String>)]
+    publisher: Option<tributary::PublisherKind>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CommitsParams {
     #[serde(default = "main_branch")]
     #[param(default = json!("main"))]
@@ -402,6 +418,16 @@ pub async fn schema(Reading { graph, .. }: Reading) -> Result<Response, ApiError
         source,
     )
         .into_response())
+}
+
+/// The publisher the graph commits through: `manifest` (a compare-and-swap on the
+/// `__manifest` table) or `record` (one immutable record per transaction), chosen when
+/// the graph was made.
+#[utoipa::path(get, path = "/graphs/{id}/publisher", tag = "reads", params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root.")),
+    responses((status = 200, description = "The publisher's name.", body = tributary::PublisherKind)))]
+pub async fn publisher(Reading { graph, .. }: Reading) -> Result<Response, ApiError> {
+    Ok(Json(tributary::GraphOps::publisher(graph.as_ref()).await?).into_response())
 }
 
 /// Apply a new schema as one `schema` commit.

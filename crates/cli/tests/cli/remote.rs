@@ -230,6 +230,53 @@ fn remote_commands_print_what_embedded_ones_print() {
         ]))
     );
     assert_eq!(remote(&["schema", "g"]), ok(&["schema", &embedded]));
+    // The publisher, chosen at init, shown the same both ways.
+    assert_eq!(
+        remote(&["publisher", "g", "--format", "ndjson"]).replace("\"g\"", "\"G\""),
+        ok(&["publisher", &embedded, "--format", "ndjson"])
+            .replace(&format!("{embedded:?}"), "\"G\"")
+    );
+    for kind in ["manifest", "record"] {
+        let said = format!("\"publisher\":\"{kind}\"");
+        let name = format!("p-{kind}");
+        let here = root.join(format!("local-{kind}")).to_string_lossy().into_owned();
+        for (graph, answer) in [
+            (
+                &name,
+                remote(&[
+                    "init",
+                    &name,
+                    "--schema",
+                    &schema,
+                    "--publisher",
+                    kind,
+                    "--format",
+                    "ndjson",
+                ]),
+            ),
+            (
+                &here,
+                ok(&[
+                    "init",
+                    &here,
+                    "--schema",
+                    &schema,
+                    "--publisher",
+                    kind,
+                    "--format",
+                    "ndjson",
+                ]),
+            ),
+        ] {
+            assert!(answer.contains(&said), "{answer}");
+            let shown = if graph == &name {
+                remote(&["publisher", graph, "--format", "ndjson"])
+            } else {
+                ok(&["publisher", graph, "--format", "ndjson"])
+            };
+            assert!(shown.contains(&said), "{shown}");
+        }
+    }
     let breaking = dir.path().join("breaking.tg");
     std::fs::write(
         &breaking,

@@ -19,6 +19,8 @@ mod fold;
 mod heap;
 #[path = "scenarios/http.rs"]
 mod http;
+#[path = "scenarios/publishers.rs"]
+mod publishers;
 #[path = "scenarios/queries.rs"]
 mod queries;
 #[path = "scenarios/reads.rs"]
@@ -317,7 +319,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 14] = [
+const GROUPS: [&str; 15] = [
     "load",
     "ingest",
     "fold",
@@ -332,6 +334,7 @@ const GROUPS: [&str; 14] = [
     "s3",
     "branches",
     "queries",
+    "publishers",
 ];
 
 fn main() {
@@ -492,6 +495,28 @@ fn main() {
         if runs("commit_point") {
             for &depth in settings.commit_depths {
                 commit_point::at_depth(depth, settings.commit_rounds).await;
+            }
+        }
+        if runs("publishers") {
+            let (loads, rounds) = if quick { (20, 10) } else { (200, 50) };
+            let depths = [10, 1_000];
+            publishers::side_by_side(publishers::Place::Local, loads, &depths, rounds).await;
+            for latency_ms in [0, 20] {
+                let server = tributary_tests::s3_server::S3Server::start_with(&[
+                    "--latency-ms",
+                    &latency_ms.to_string(),
+                ]);
+                let place = publishers::Place::S3 {
+                    server: &server,
+                    latency_ms,
+                };
+                // At 20 ms a request, a thousand commits take minutes to make: 10 only.
+                let depths: &[usize] = if latency_ms == 0 {
+                    &depths
+                } else {
+                    &depths[..1]
+                };
+                publishers::side_by_side(place, loads.min(50), depths, rounds.min(20)).await;
             }
         }
         if runs("s3") {

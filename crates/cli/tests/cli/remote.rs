@@ -239,7 +239,10 @@ fn remote_commands_print_what_embedded_ones_print() {
     for kind in ["manifest", "record"] {
         let said = format!("\"publisher\":\"{kind}\"");
         let name = format!("p-{kind}");
-        let here = root.join(format!("local-{kind}")).to_string_lossy().into_owned();
+        let here = root
+            .join(format!("local-{kind}"))
+            .to_string_lossy()
+            .into_owned();
         for (graph, answer) in [
             (
                 &name,

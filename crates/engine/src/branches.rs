@@ -125,11 +125,15 @@ impl Graph {
             Err(tributary_write::Error::Publish {
                 source: tributary_publisher::Error::Conflict { .. },
             }) => {
-                self.drop_branch_create(&intent).await?;
+                // A publish whose answer was lost may have landed: then the branch is ours.
+                let settled = self.drop_branch_create(&intent).await?;
                 self.store
                     .delete(&Intent::sidecar_path(&intent.id))
                     .await
                     .context(StorageSnafu)?;
+                if let Recovered::AlreadyPublished { .. } = settled {
+                    return self.publisher.head(name).await.context(PublishSnafu);
+                }
                 return BranchExistsSnafu {
                     branch: name.clone(),
                 }

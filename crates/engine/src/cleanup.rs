@@ -112,8 +112,12 @@ impl Graph {
             }
             // Every commit is an object of its own once finalized; the records below the
             // newest go, the pruned-through boundary raised first.
+            // One prune at a time: in `main`'s write turn.
             GraphPublisher::Record(records) => {
-                report.commit_records = records.prune().await.context(PublishSnafu)?;
+                let turn = self.write_turn(&BranchName::main()).await?;
+                let pruned = records.prune(older_than).await.context(PublishSnafu);
+                turn.end().await;
+                report.commit_records = pruned?;
             }
         }
         Ok(report)

@@ -144,6 +144,16 @@ impl Graph {
             IntentKind::Branch { .. } => self.drop_branch_create(&intent).await,
             IntentKind::Delete { head } => self.finish_branch_delete(&intent, head).await,
         };
+        // A schema change left half-applied holds every write of `main` until it is
+        // finished: a write staged on the head would meet its unpublished columns.
+        let resolved = match (resolved, &intent.kind) {
+            (Err(error), IntentKind::Schema { .. }) => {
+                tracing::error!(%error, intent = %intent.id, "could not finish an interrupted schema change");
+                self.release_claims(id, &claim).await;
+                return Err(error);
+            }
+            (resolved, _) => resolved,
+        };
         let outcome = match resolved {
             Ok(outcome) => {
                 tracing::info!(?outcome, "resolved an interrupted write");

@@ -277,10 +277,8 @@ impl Graph {
     /// once per process, at its first write turn of `main`.
     pub(crate) async fn finish_older_schema_change(&self, turn: &mut WriteTurn) -> Result<()> {
         use std::sync::atomic::Ordering;
-        if self
-            .older_schema_change_checked
-            .swap(true, Ordering::SeqCst)
-        {
+        // Set once the check succeeded: a failed one is tried again by the next turn.
+        if self.older_schema_change_checked.load(Ordering::SeqCst) {
             return Ok(());
         }
         let Some(bytes) = self
@@ -289,6 +287,8 @@ impl Graph {
             .await
             .context(StorageSnafu)?
         else {
+            self.older_schema_change_checked
+                .store(true, Ordering::SeqCst);
             return Ok(());
         };
         match serde_json::from_slice::<SchemaRecord>(&bytes) {
@@ -309,7 +309,10 @@ impl Graph {
         self.store
             .delete(&older_pending_schema())
             .await
-            .context(StorageSnafu)
+            .context(StorageSnafu)?;
+        self.older_schema_change_checked
+            .store(true, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The empty table of a new type; one left by a change that stopped before its

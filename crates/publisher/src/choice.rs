@@ -138,13 +138,15 @@ impl GraphPublisher {
 
     /// Whether a graph exists at `store` (a reader's check: nothing written).
     pub async fn exists(store: &GraphStore) -> Result<bool> {
-        if Self::recorded(store).await?.is_some() {
-            return Ok(true);
+        match Self::recorded(store).await? {
+            // An init stopped between the record and the first transaction made none:
+            // the location can take an init again.
+            Some(PublisherKind::Record) => RecordPublisher::has_records(store).await,
+            Some(PublisherKind::Manifest) | None => store
+                .dataset_exists(crate::MANIFEST_PATH)
+                .await
+                .context(StorageSnafu),
         }
-        store
-            .dataset_exists(crate::MANIFEST_PATH)
-            .await
-            .context(StorageSnafu)
     }
 
     /// The publisher the graph records; `None` for a graph without the record (made with

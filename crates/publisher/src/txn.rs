@@ -17,10 +17,11 @@
 //! Finalizing record `n` (writing its commit and key objects, then raising `tip`) is
 //! idempotent, done by the writer that made it and by every later writer for records it
 //! finds above `tip`. Readers never write: a commit not yet finalized is found in the
-//! records above `tip`. Reading the head costs three GETs (the hint, its record, the
-//! absent next one) whatever the history.
+//! records above `tip`. Reading the head costs four GETs (the hint, the boundary, the
+//! hint's record, the absent next one) whatever the history.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,11 @@ use crate::Publisher;
 /// How often a publish tries the next number after losing one to another branch's
 /// transaction (its own branch's head unchanged).
 const NUMBER_ATTEMPTS: usize = 32;
+
+/// Records younger than this are never pruned, whatever cleanup's window: a reader walks
+/// from the hint through the newer records, and one stalled that long mid-walk could meet
+/// a gap and take an older record for the newest.
+pub const MIN_RETENTION: Duration = Duration::from_secs(600);
 
 /// One transaction: the graph's state after it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -85,12 +91,14 @@ fn commit_path(id: &str) -> String {
     format!("{TRANSACTIONS}/commits/{id}.json")
 }
 
-fn keys_dir(branch: &BranchName) -> String {
-    format!("{TRANSACTIONS}/keys/{}", segment(branch.as_str()))
+/// Keys live under the lineage (not the branch name): a late finalize of a deleted
+/// branch's load never lands among the keys of a branch made again under its name.
+fn keys_dir(lineage: Option<&str>) -> String {
+    format!("{TRANSACTIONS}/keys/{}", segment(lineage.unwrap_or("main")))
 }
 
-fn key_path(branch: &BranchName, key: &str) -> String {
-    format!("{}/{}.json", keys_dir(branch), segment(key))
+fn key_path(lineage: Option<&str>, key: &str) -> String {
+    format!("{}/{}.json", keys_dir(lineage), segment(key))
 }
 
 /// A name as one path segment (no `/`, no `.`-only name): percent-encoded.
@@ -158,6 +166,16 @@ impl RecordPublisher {
         Ok((publisher, first))
     }
 
+    /// Whether a graph's first record exists at `store` (or was pruned after it).
+    pub async fn has_records(store: &GraphStore) -> Result<bool> {
+        for path in [log_path(0), tip_path()] {
+            if store.get(&path).await.context(StorageSnafu)?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The records of an existing graph (nothing is read until asked).
     pub fn open(store: &GraphStore) -> Self {
         Self {
@@ -172,24 +190,20 @@ impl RecordPublisher {
         }
     }
 
-    /// The newest transaction: from the `tip` hint (or just above `pruned`, when the
-    /// hint's record is gone), forward while the next number exists.
+    /// The newest transaction: from the `tip` hint (or just above `pruned`, when the hint
+    /// is below it), forward while the next number exists.
     async fn latest(&self) -> Result<Latest> {
         let hint: u64 = self.get(&tip_path()).await?.unwrap_or(0);
-        let (mut number, mut txn) = match self.get::<Txn>(&log_path(hint)).await? {
-            Some(txn) => (hint, txn),
-            None => {
-                let pruned: Option<u64> = self.get(&pruned_path()).await?;
-                let start = pruned.map_or(0, |p| p + 1).max(hint);
-                let txn = self
-                    .get::<Txn>(&log_path(start))
-                    .await?
-                    .context(NotAGraphSnafu {
-                        uri: self.store.location(),
-                    })?;
-                (start, txn)
-            }
-        };
+        // Never below the boundary: a hint a slow finalizer lowered, or a record a failed
+        // prune left, would be an older state than the newest.
+        let pruned: Option<u64> = self.get(&pruned_path()).await?;
+        let mut number = pruned.map_or(hint, |p| hint.max(p + 1));
+        let mut txn = self
+            .get::<Txn>(&log_path(number))
+            .await?
+            .context(NotAGraphSnafu {
+                uri: self.store.location(),
+            })?;
         let mut unfinalized = Vec::new();
         while let Some(next) = self.get::<Txn>(&log_path(number + 1)).await? {
             number += 1;
@@ -209,7 +223,10 @@ impl RecordPublisher {
                 .context(StorageSnafu)?;
             if let Some(key) = &commit.idempotency_key {
                 self.store
-                    .put(&key_path(&commit.branch, key), to_bytes(&commit.id))
+                    .put(
+                        &key_path(commit.lineage.as_deref(), key),
+                        to_bytes(&commit.id),
+                    )
                     .await
                     .context(StorageSnafu)?;
             }
@@ -232,15 +249,27 @@ impl RecordPublisher {
     /// Create transaction `txn` (numbered one above `latest`); `false` if another writer
     /// took the number first.
     async fn append(&self, txn: &Txn) -> Result<bool> {
-        let won = create_once(&self.store, &log_path(txn.number), to_bytes(txn)).await?;
+        let path = log_path(txn.number);
+        if !create_once(&self.store, &path, to_bytes(txn)).await? {
+            return Ok(false);
+        }
+        // A writer that stalled between reading the newest record and creating the next
+        // may create a number cleanup has pruned: behind the boundary, where no reader
+        // looks, the record is void. The boundary is raised before any record goes, so
+        // reading it now tells.
+        let pruned: Option<u64> = self.get(&pruned_path()).await?;
+        if pruned.is_some_and(|p| p >= txn.number) {
+            if let Err(error) = self.store.delete(&path).await {
+                tracing::warn!(%error, path, "could not remove a void transaction record");
+            }
+            return Ok(false);
+        }
         // Made: a failed finalize fails nothing (the next writer finishes it, and readers
         // find the commit above the hint meanwhile).
-        if won {
-            if let Err(error) = self.finalize(txn).await {
-                tracing::warn!(%error, number = txn.number, "could not finalize a transaction record");
-            }
+        if let Err(error) = self.finalize(txn).await {
+            tracing::warn!(%error, number = txn.number, "could not finalize a transaction record");
         }
-        Ok(won)
+        Ok(true)
     }
 
     /// One commit by id: finalized, or made by a record above the hint.
@@ -249,40 +278,60 @@ impl RecordPublisher {
             return Ok(commit);
         }
         let latest = self.latest().await?;
-        latest
+        if let Some(commit) = latest
             .unfinalized
             .iter()
             .filter_map(Txn::made)
             .find(|commit| commit.id == *id)
-            .cloned()
+        {
+            return Ok(commit.clone());
+        }
+        // Finalized between the two reads (and the hint raised past it).
+        self.get::<CommitRecord>(&commit_path(id))
+            .await?
             .context(CommitNotFoundSnafu { id: id.as_str() })
     }
 
-    /// Drop the records below the newest one (every commit is in its own object by
-    /// then): the boundary is raised first, so a reader never looks for a removed record.
-    /// Returns how many records went.
-    pub async fn prune(&self) -> Result<u64> {
+    /// Drop the records below the newest that are older than `older_than` (and than
+    /// [`MIN_RETENTION`]); every commit is an object of its own by then. The boundary is
+    /// raised first, so a reader never looks for a removed record, and a writer that
+    /// creates a removed number finds its record void. The caller runs one prune at a
+    /// time (cleanup holds `main`'s write turn). Returns how many records went.
+    pub async fn prune(&self, older_than: Duration) -> Result<u64> {
         let latest = self.latest().await?;
         self.finalize_all(&latest.unfinalized).await?;
         let newest = latest.txn.number;
-        let Some(through) = newest.checked_sub(1) else {
+        let from: u64 = self.get::<u64>(&pruned_path()).await?.map_or(0, |p| p + 1);
+        let retention = older_than.max(MIN_RETENTION);
+        let mut through = None;
+        for number in from..newest {
+            let modified = self
+                .store
+                .modified_at(&log_path(number))
+                .await
+                .context(StorageSnafu)?;
+            let old = modified
+                .and_then(|at| std::time::SystemTime::now().duration_since(at).ok())
+                .is_some_and(|age| age >= retention);
+            if !old {
+                break;
+            }
+            through = Some(number);
+        }
+        let Some(through) = through else {
             return Ok(0);
         };
-        let from: u64 = self.get::<u64>(&pruned_path()).await?.map_or(0, |p| p + 1);
-        if from > through {
-            return Ok(0);
-        }
         self.store
             .put(&pruned_path(), to_bytes(&through))
             .await
             .context(StorageSnafu)?;
         let mut removed = 0;
         for number in from..=through {
-            self.store
-                .delete(&log_path(number))
-                .await
-                .context(StorageSnafu)?;
-            removed += 1;
+            // A record left behind is only space: below the boundary nothing reads it.
+            match self.store.delete(&log_path(number)).await {
+                Ok(()) => removed += 1,
+                Err(error) => tracing::warn!(%error, number, "could not remove a pruned record"),
+            }
         }
         Ok(removed)
     }
@@ -360,7 +409,10 @@ impl Publisher for RecordPublisher {
             .find(|c| c.branch == *branch && c.idempotency_key.as_deref() == Some(key));
         let commit = match pending {
             Some(commit) => commit.clone(),
-            None => match self.get::<CommitId>(&key_path(branch, key)).await? {
+            None => match self
+                .get::<CommitId>(&key_path(head.lineage.as_deref(), key))
+                .await?
+            {
                 Some(id) => self.find_commit(&id).await?,
                 None => return Ok(None),
             },
@@ -403,7 +455,7 @@ impl Publisher for RecordPublisher {
                 });
             }
             let mut heads = base.heads.clone();
-            heads.remove(branch);
+            let lineage = heads.remove(branch).and_then(|head| head.lineage);
             let txn = Txn {
                 number: base.number + 1,
                 heads,
@@ -413,7 +465,7 @@ impl Publisher for RecordPublisher {
             if self.append(&txn).await? {
                 // The keys answer nothing once the head is gone (they name another
                 // lineage than any later head's); removing them is tidiness.
-                if let Err(error) = self.store.delete_tree(&keys_dir(branch)).await {
+                if let Err(error) = self.store.delete_tree(&keys_dir(lineage.as_deref())).await {
                     tracing::warn!(%error, %branch, "could not remove a deleted branch's keys");
                 }
                 return Ok(());

@@ -163,14 +163,17 @@ pub async fn commit_intent(
             let resolved = recover_intent(target, intent).await?;
             delete_sidecar(target.store, &Intent::sidecar_path(&intent.id)).await;
             return match resolved {
-                Recovered::RolledForward { .. } => Ok(Committed {
-                    record: target
-                        .publisher
-                        .head(&intent.branch)
-                        .await
-                        .context(PublishSnafu)?,
-                    timings,
-                }),
+                // Published after all (a publish whose answer was lost): the write stands.
+                Recovered::RolledForward { .. } | Recovered::AlreadyPublished { .. } => {
+                    Ok(Committed {
+                        record: target
+                            .publisher
+                            .head(&intent.branch)
+                            .await
+                            .context(PublishSnafu)?,
+                        timings,
+                    })
+                }
                 _ => Err(error),
             };
         }
@@ -285,6 +288,10 @@ pub async fn publish_with_retry(
                     }
                     Ok(head) => head,
                 };
+                // The head is this plan's own commit: a publish whose answer was lost.
+                if plan.intent.is_some() && head.intent == plan.intent {
+                    return Ok(head);
+                }
                 for (path, version) in plan.tables.iter_mut() {
                     if let Some(theirs) = head.tables.get(path) {
                         *version = (*version).max(*theirs);

@@ -188,6 +188,46 @@ impl Oracle {
     }
 }
 
+/// A fold whose read of the graph's embedder settings fails (the store refused it) fails
+/// whole and changes nothing: the acknowledged rows are folded by the next fold, never
+/// dead-lettered as if their texts were to blame (found by the faulty-store oracle: an
+/// acknowledged send of `k0` reverted to an older load's value).
+#[tokio::test]
+async fn a_failed_settings_read_fails_the_fold_and_dead_letters_no_acknowledged_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    Graph::init(&uri, SCHEMA).await.unwrap();
+    let faults = Faults::new();
+    let graph = Graph::builder(&uri)
+        .store_options(StoreOptions {
+            faults: Some(faults.clone()),
+            ..Default::default()
+        })
+        .open()
+        .await
+        .unwrap();
+    graph
+        .load(&ndjson(&[line("k0", "old")]), &Default::default())
+        .await
+        .unwrap();
+    let ack = graph
+        .ingest("main")
+        .unwrap()
+        .send(1, &ndjson(&[line("k0", "new")]))
+        .await
+        .unwrap();
+    assert_eq!(ack.durable_rows, 1);
+    faults.fail_next("__settings/embedder.json", FaultKind::Refused, 1);
+    let failed = graph.fold("main").await.unwrap_err();
+    assert_eq!(failed.kind(), tributary::ErrorKind::Unavailable, "{failed}");
+    assert!(failed.to_string().contains("embedder settings"), "{failed}");
+    assert_eq!(faults.injected().values().sum::<u64>(), 1);
+    graph.fold("main").await.unwrap();
+    assert_eq!(people(&graph).await["k0"], "new");
+    let rejects = graph.rejects(&tributary::At::default()).await.unwrap();
+    assert_eq!(rejects.num_rows(), 0);
+}
+
 /// Loads, ingest sends, folds and cleanups against a store that fails `rate` of its
 /// operations (every kind of fault), then a last fold on a healthy store: the oracle holds.
 async fn run_under_faults(uri: &str, healthy: StoreOptions, faults: Faults, seed: u64) {

@@ -51,14 +51,29 @@ pub enum EmbedError {
     /// The settings cannot make a provider.
     #[snafu(display("embedder settings: {problem}"))]
     Settings { problem: String },
+    /// The graph's settings could not be read (the store failed): nothing about any text.
+    #[snafu(display("the embedder settings could not be read: {problem}"))]
+    SettingsUnreadable { problem: String },
 }
 
 impl EmbedError {
+    /// Whether the failure is the graph's settings, not anything about the texts asked:
+    /// a write then fails whole (no row is to blame, none is dead-lettered).
+    pub fn is_settings(&self) -> bool {
+        match self {
+            EmbedError::Settings { .. } | EmbedError::SettingsUnreadable { .. } => true,
+            EmbedError::GaveUp { source, .. } => source.is_settings(),
+            _ => false,
+        }
+    }
+
     /// Whether asking again may succeed: the provider was busy, down or slow.
     pub fn is_transient(&self) -> bool {
         match self {
             EmbedError::Refused { status, .. } => *status == 429 || *status >= 500,
-            EmbedError::Unreachable { .. } | EmbedError::TimedOut { .. } => true,
+            EmbedError::Unreachable { .. }
+            | EmbedError::TimedOut { .. }
+            | EmbedError::SettingsUnreadable { .. } => true,
             EmbedError::BadAnswer { .. } | EmbedError::Settings { .. } => false,
             EmbedError::GaveUp { source, .. } => source.is_transient(),
         }

@@ -62,18 +62,17 @@ pub(crate) struct GraphEmbedder {
 #[async_trait::async_trait]
 impl Embedder for GraphEmbedder {
     async fn embed(&self, texts: &[&str], dimension: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let provider = self
-            .provider
-            .get_or_try_init(|| async {
-                let settings =
-                    settings_in(&self.store)
-                        .await
-                        .map_err(|e| EmbedError::Settings {
+        let provider =
+            self.provider
+                .get_or_try_init(|| async {
+                    let settings = settings_in(&self.store).await.map_err(|e| {
+                        EmbedError::SettingsUnreadable {
                             problem: e.to_string(),
-                        })?;
-                settings.build()
-            })
-            .await?;
+                        }
+                    })?;
+                    settings.build()
+                })
+                .await?;
         provider.embed(texts, dimension).await
     }
 

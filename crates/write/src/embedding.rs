@@ -14,7 +14,7 @@ use snafu::ResultExt;
 use tributary_embed::{EmbedError, Embedder};
 use tributary_schema::{FieldType, TypeDef};
 
-use crate::error::{ArrowSnafu, Result};
+use crate::error::{ArrowSnafu, Error, Result};
 use crate::lookup::{rows_where_in, string_column, Literal};
 
 /// One `@embed` field: the vector column, the text column it embeds, its dimension.
@@ -90,6 +90,16 @@ pub async fn fill_embeddings(
             let asked: Vec<&str> = ask.iter().map(|&row| texts.value(row)).collect();
             match embedder.embed(&asked, field.dimension).await {
                 Ok(vectors) => made.extend(ask.iter().copied().zip(vectors)),
+                // The graph's settings, not these texts: the write fails whole and leaves
+                // every row for the next attempt (a fold must not dead-letter
+                // acknowledged rows because a settings read failed).
+                Err(error) if error.is_settings() => {
+                    return Err(Error::Embedding {
+                        type_name: ty.name.clone(),
+                        field: field.vector.to_owned(),
+                        source: error,
+                    })
+                }
                 Err(error) => {
                     failed_rows.extend(ask.iter().copied());
                     failed.get_or_insert((field.vector.to_owned(), error));

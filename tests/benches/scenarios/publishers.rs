@@ -102,7 +102,7 @@ async fn one_row_loads(
     counter.reset();
     let started = Instant::now();
     for i in 0..loads {
-        let line = ndjson(&[person(&format!("p{i}"), i as i32)]);
+        let line = ndjson(&[person(&format!("p{i}"), (i % 100) as i32)]);
         let one = Instant::now();
         graph
             .load(&line, &LoadOptions::default())

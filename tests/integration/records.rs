@@ -227,3 +227,45 @@ async fn a_graph_records_its_publisher_and_an_unknown_one_is_refused_by_name() {
     assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
     assert!(refused.to_string().contains("`future`"), "{refused}");
 }
+
+/// A writer that stalls between reading the newest record and creating the next, while
+/// others commit and cleanup prunes past its number: the number it then creates is
+/// behind the boundary, where no reader looks. It must find its record void and take
+/// the next free number, so what it acknowledges is visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_stalled_past_a_prune_lands_its_commit_above_the_boundary() {
+    let (_dir, uri, graph) = temp_graph_on(PublisherKind::Record).await;
+    graph
+        .create_branch("dev", &tributary::At::default())
+        .await
+        .unwrap();
+    let stalled = RecordPublisher::open(&GraphStore::new(&uri).unwrap());
+    let other = RecordPublisher::open(&GraphStore::new(&uri).unwrap());
+    let main = stalled.head(&BranchName::main()).await.unwrap();
+    let dev = BranchName::new("dev").unwrap();
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("records::before-create", "1*sleep(1500)").unwrap();
+    let writer = tokio::spawn(async move {
+        let made = stalled.publish(plan_on(&main, "stalled")).await;
+        (stalled, made)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut head = other.head(&dev).await.unwrap();
+    for _ in 0..3 {
+        let mut plan = plan_on(&head, "other");
+        plan.branch = dev.clone();
+        head = other.publish(plan).await.unwrap();
+    }
+    age_records(&uri, Duration::from_secs(7200));
+    let pruned = other.prune(Duration::ZERO).await.unwrap();
+    assert!(pruned >= 3, "{pruned}");
+    let (_stalled, made) = writer.await.unwrap();
+    scenario.teardown();
+    let made = made.unwrap();
+    let fresh = RecordPublisher::open(&GraphStore::new(&uri).unwrap());
+    assert_eq!(fresh.head(&BranchName::main()).await.unwrap().id, made.id);
+    assert_eq!(fresh.head(&dev).await.unwrap().id, head.id);
+    let log = fresh.log(&BranchName::main(), 10).await.unwrap();
+    assert_eq!(log[0].id, made.id);
+}

@@ -370,6 +370,9 @@ impl Publisher for RecordPublisher {
                 schema: plan.schema.clone().unwrap_or(base.schema),
                 made: Some(record.id.clone()),
             };
+            // Tests stall a writer here, between reading the newest record and creating
+            // the next.
+            fail::fail_point!("records::before-create");
             if self.append(&txn).await? {
                 return Ok(record);
             }

@@ -220,6 +220,7 @@ def test_load_get_neighbors_search_and_commits(graph):
     similar = graph.search("Person", similar="engines builds", k=1)
     assert similar.column("id").to_pylist() == ["bob"]
     assert graph.embedder() == {"provider": "builtin"}
+    assert graph.publisher() == (os.environ.get("TRIBUTARY_PUBLISHER") or "manifest")
     with pytest.raises(tributary.InvalidInput):
         graph.set_embedder({"provider": "openai", "url": "localhost:1", "model": "m"})
     stored = graph.set_embedder({"provider": "openai", "url": "http://127.0.0.1:9/v1", "model": "m"})

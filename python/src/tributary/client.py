@@ -542,6 +542,12 @@ class Graph:
         """Fold what is acknowledged into one graph commit now; returns the outcome."""
         return self._json("POST", "/ingest/fold", _params(branch=branch, halt=halt))
 
+    def publisher(self) -> str:
+        """How the graph's commits become visible, chosen when it was made: ``"manifest"``
+        (a compare-and-swap on the ``__manifest`` table) or ``"record"`` (one immutable
+        record per transaction)."""
+        return self._json("GET", "/publisher", {})
+
     def embedder(self) -> Dict[str, Any]:
         """The graph's embedding provider settings (``{"provider": "builtin"}`` by
         default): what fills ``@embed`` fields and embeds ``similar`` searches."""

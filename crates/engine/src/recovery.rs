@@ -24,15 +24,8 @@ impl Graph {
     pub async fn recover(&self) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
         let mut branches = std::collections::BTreeSet::new();
-        let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
-        for name in &names {
-            let Some(id) = name.strip_suffix(".json") else {
-                continue;
-            };
-            let path = Intent::sidecar_path(id);
-            let Some(intent) = self.read_intent(id, &path, &mut report).await? else {
-                continue;
-            };
+        let (_names, intents) = self.intents(&mut report).await?;
+        for (_id, path, intent) in intents {
             // Not waited for: a write still running resolves its own intent.
             if may_be_running(&intent, self.age_of(&path).await?) {
                 report.push(Recovered::InFlight { intent: intent.id });
@@ -56,15 +49,8 @@ impl Graph {
         branch: &BranchName,
     ) -> Result<Vec<Recovered>> {
         let mut report = Vec::new();
-        let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
-        for name in &names {
-            let Some(id) = name.strip_suffix(".json") else {
-                continue;
-            };
-            let path = Intent::sidecar_path(id);
-            let Some(intent) = self.read_intent(id, &path, &mut report).await? else {
-                continue;
-            };
+        let (names, intents) = self.intents(&mut report).await?;
+        for (id, path, intent) in intents {
             // A writer resolves the intents of its own branch only: waiting for another
             // branch's turn while holding its own could deadlock with a writer there.
             if intent.branch != *branch {
@@ -75,13 +61,33 @@ impl Graph {
                 continue;
             }
             if let Some(outcome) = self
-                .resolve_claimed(turn, id, &path, &names, intent)
+                .resolve_claimed(turn, &id, &path, &names, intent)
                 .await?
             {
                 report.push(outcome);
             }
         }
         Ok(report)
+    }
+
+    /// The names under the intents' folder (claims included), and every intent there
+    /// with its id and path; unreadable ones are set aside and reported.
+    async fn intents(
+        &self,
+        report: &mut Vec<Recovered>,
+    ) -> Result<(Vec<String>, Vec<(String, String, Intent)>)> {
+        let names = self.store.list(RECOVERY_DIR).await.context(StorageSnafu)?;
+        let mut intents = Vec::new();
+        for name in &names {
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            let path = Intent::sidecar_path(id);
+            if let Some(intent) = self.read_intent(id, &path, report).await? {
+                intents.push((id.to_owned(), path, intent));
+            }
+        }
+        Ok((names, intents))
     }
 
     /// The intent `id`, or `None` when it is gone; one nobody can read is set aside

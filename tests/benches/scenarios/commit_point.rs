@@ -9,7 +9,8 @@ use tributary_publisher::{CommitKind, CommitRecord, PublishPlan, Publisher};
 
 use crate::{percentile, report};
 
-fn plan_on(head: &CommitRecord) -> PublishPlan {
+/// A 1-row load's plan on `head` (no table moves: the commit point alone).
+pub fn plan_on(head: &CommitRecord) -> PublishPlan {
     PublishPlan {
         branch: BranchName::main(),
         expected_head: Some(head.id.clone()),

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tributary::{BranchName, Graph, LoadOptions, PublisherKind};
-use tributary_publisher::{CommitKind, CommitRecord, PublishPlan, Publisher};
+use tributary_publisher::Publisher;
 use tributary_storage::{OpCounter, StoreOptions};
 use tributary_tests::s3_server::S3Server;
 use tributary_tests::{ndjson, person, s3_options, SCHEMA};
 
+use super::commit_point::plan_on;
 use super::{percentile, report};
 
 /// Where the graphs live.
@@ -30,25 +31,6 @@ impl Place<'_> {
             Place::Local => "local".to_owned(),
             Place::S3 { latency_ms, .. } => format!("s3_{latency_ms}ms"),
         }
-    }
-}
-
-fn plan_on(head: &CommitRecord) -> PublishPlan {
-    PublishPlan {
-        branch: BranchName::main(),
-        expected_head: Some(head.id.clone()),
-        tables: Default::default(),
-        rows_written: Default::default(),
-        actor: "bench".into(),
-        kind: CommitKind::Load,
-        intent: None,
-        commit_id: None,
-        folded: Vec::new(),
-        idempotency_key: None,
-        producers: Default::default(),
-        schema: None,
-        fork: None,
-        merged: None,
     }
 }
 

@@ -3,12 +3,11 @@
 
 use std::io::{Read, Write};
 
-use tributary::{parse_assignment, Language, Params, QueryRequest, View};
+use tributary::{parse_assignment, At, Language, Params, QueryRequest, View};
 
 use crate::backend::{self, ServerArgs};
 use crate::failure::Failure;
 use crate::output::{self, Format};
-use crate::ViewArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct QueryArgs {
@@ -92,4 +91,42 @@ fn write_plan(out: &mut dyn Write, batch: &arrow_array::RecordBatch) -> std::io:
         writeln!(out, "{}", plan.unwrap_or_default().trim_end())?;
     }
     Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct AtArgs {
+    /// Read at this branch's head.
+    #[arg(long, default_value = tributary::MAIN_BRANCH)]
+    pub(crate) branch: String,
+    /// Read at this commit instead of a branch head (`log` lists them; any branch's).
+    #[arg(long, conflicts_with = "branch")]
+    pub(crate) commit: Option<String>,
+}
+
+impl AtArgs {
+    pub(crate) fn at(&self) -> tributary::Result<At> {
+        match &self.commit {
+            Some(commit) => Ok(At::Commit(commit.as_str().into())),
+            None => At::branch(&self.branch),
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ViewArgs {
+    #[command(flatten)]
+    pub(crate) at: AtArgs,
+    /// Also see rows that are durable (ingested) but not yet folded. From another process
+    /// than the writer's, that is up to the writer's last memtable flush.
+    #[arg(long)]
+    pub(crate) fresh: bool,
+}
+
+impl ViewArgs {
+    pub(crate) fn view(&self) -> tributary::Result<View> {
+        Ok(View {
+            at: self.at.at()?,
+            fresh: self.fresh,
+        })
+    }
 }

@@ -1,6 +1,7 @@
 //! Pins every Lance behaviour the code relies on, so a Lance upgrade shows what moved.
 
 mod branches;
+mod detached;
 
 use std::sync::Arc;
 

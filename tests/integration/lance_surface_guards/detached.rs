@@ -75,7 +75,9 @@ async fn a_detached_version_reads_beside_the_head_and_cleanup_does_not_keep_its_
         .delete_unverified(true)
         .build();
     let removed = promoted.cleanup_with_policy(policy).await.unwrap();
-    let after = match promoted.checkout_version(orphan).await {
+    // A fresh handle: the cleaned one's caches may still hold the removed file.
+    let fresh = lance::Dataset::open(&store.uri_of("t.lance")).await.unwrap();
+    let after = match fresh.checkout_version(orphan).await {
         // A full scan: a row count comes from the manifest and opens no data file.
         Ok(dataset) => match dataset.scan().try_into_batch().await {
             Ok(rows) => Ok(rows.num_rows()),

@@ -499,8 +499,13 @@ fn main() {
         }
         if runs("publishers") {
             let (loads, rounds) = if quick { (20, 10) } else { (200, 50) };
-            let depths = [10, 1_000];
-            publishers::side_by_side(publishers::Place::Local, loads, &depths, rounds).await;
+            let (depths, record_depths): (&[usize], &[usize]) = if quick {
+                (&[10, 1_000], &[])
+            } else {
+                (&[10, 1_000, 10_000], &[100_000])
+            };
+            let local = publishers::Place::Local;
+            publishers::side_by_side(local, loads, depths, record_depths, rounds).await;
             for latency_ms in [0, 20] {
                 let server = tributary_tests::s3_server::S3Server::start_with(&[
                     "--latency-ms",
@@ -512,11 +517,11 @@ fn main() {
                 };
                 // At 20 ms a request, a thousand commits take minutes to make: 10 only.
                 let depths: &[usize] = if latency_ms == 0 {
-                    &depths
+                    &depths[..2]
                 } else {
                     &depths[..1]
                 };
-                publishers::side_by_side(place, loads.min(50), depths, rounds.min(20)).await;
+                publishers::side_by_side(place, loads.min(50), depths, &[], rounds.min(20)).await;
             }
         }
         if runs("s3") {

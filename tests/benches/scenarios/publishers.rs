@@ -1,7 +1,7 @@
 //! The two publishers side by side, on one store at a time (a local disk, the test S3
 //! server at 0 and 20 ms per request): 1-row loads through the whole write path
 //! (commits/s, p50/p99, object-store operations per load), and the commit point alone at
-//! 10 and 1,000 commits (publish, head read, one commit by id, `log --limit 10`, with the
+//! 10, 1,000 and 10,000 commits, the record publisher's also at 100,000 (publish, head read, one commit by id, `log --limit 10`, with the
 //! operations of a publish and of a head read).
 
 use std::time::{Duration, Instant};
@@ -42,8 +42,16 @@ fn ms(mut samples: Vec<Duration>) -> serde_json::Value {
     })
 }
 
-/// Every measurement of both publishers at `place`.
-pub async fn side_by_side(place: Place<'_>, loads: usize, depths: &[usize], rounds: usize) {
+/// Every measurement of both publishers at `place`; the record publisher's commit point
+/// also at `record_depths` (the manifest publisher takes a quarter of an hour per ten
+/// thousand commits to get there).
+pub async fn side_by_side(
+    place: Place<'_>,
+    loads: usize,
+    depths: &[usize],
+    record_depths: &[usize],
+    rounds: usize,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     for kind in PublisherKind::ALL {
         let counter = OpCounter::new();
@@ -67,7 +75,11 @@ pub async fn side_by_side(place: Place<'_>, loads: usize, depths: &[usize], roun
             .await
             .expect("init");
         one_row_loads(&graph, &place, kind, &counter, loads).await;
-        for &depth in depths {
+        let deeper = match kind {
+            PublisherKind::Record => record_depths,
+            PublisherKind::Manifest => &[],
+        };
+        for &depth in depths.iter().chain(deeper) {
             commit_point(&graph, &place, kind, &counter, depth, rounds).await;
         }
     }

@@ -28,10 +28,17 @@ async fn a_detached_version_reads_beside_the_head_and_cleanup_does_not_keep_its_
         .await
         .unwrap();
     let number = detached.version().version;
-    assert!(is_detached_version(number), "{number} is an ordinary version");
+    assert!(
+        is_detached_version(number),
+        "{number} is an ordinary version"
+    );
 
     let latest = store.open_dataset("t.lance", None).await.unwrap();
-    assert_eq!(latest.version().version, head, "a detached commit moved the head");
+    assert_eq!(
+        latest.version().version,
+        head,
+        "a detached commit moved the head"
+    );
     assert_eq!(value_of(&latest, "a").await, ["0"]);
     let pinned = latest.checkout_version(number).await.unwrap();
     assert_eq!(pinned.count_rows(None).await.unwrap(), 2);
@@ -76,7 +83,9 @@ async fn a_detached_version_reads_beside_the_head_and_cleanup_does_not_keep_its_
         .build();
     let removed = promoted.cleanup_with_policy(policy).await.unwrap();
     // A fresh handle: the cleaned one's caches may still hold the removed file.
-    let fresh = lance::Dataset::open(&store.uri_of("t.lance")).await.unwrap();
+    let fresh = lance::Dataset::open(&store.uri_of("t.lance"))
+        .await
+        .unwrap();
     let after = match fresh.checkout_version(orphan).await {
         // A full scan: a row count comes from the manifest and opens no data file.
         Ok(dataset) => match dataset.scan().try_into_batch().await {
@@ -85,5 +94,8 @@ async fn a_detached_version_reads_beside_the_head_and_cleanup_does_not_keep_its_
         },
         Err(error) => Err(error.to_string()),
     };
-    assert!(after.is_err(), "cleanup kept a detached version's files: {removed:?}");
+    assert!(
+        after.is_err(),
+        "cleanup kept a detached version's files: {removed:?}"
+    );
 }

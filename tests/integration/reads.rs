@@ -213,3 +213,47 @@ async fn neighbours_out_and_in() {
         .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
 }
+
+/// Object-store operations (and their kinds) of opening the graph afresh and getting one
+/// row, after `commits` one-row loads.
+async fn cold_get_ops(commits: usize) -> tributary::OpCounts {
+    let (_dir, uri, graph) = tributary_tests::temp_graph().await;
+    for i in 0..commits {
+        let line = ndjson(&[person(&format!("p{i}"), (i % 90) as i32)]);
+        graph.load(&line, &LoadOptions::default()).await.unwrap();
+    }
+    drop(graph);
+    let counter = tributary::OpCounter::new();
+    let graph = tributary::Graph::builder(&uri)
+        .counted(counter.clone())
+        .open()
+        .await
+        .unwrap();
+    let row = graph.get("Person", "p0", At::default()).await.unwrap();
+    assert!(row.is_some());
+    counter.snapshot()
+}
+
+/// What a fresh process's `get` reads of the tables' manifests does not grow with history:
+/// small fragments are compacted as loads go by, so a table's manifest does not list one
+/// fragment per one-row load. (The index and data pages a get reads grow with the rows,
+/// up to Lance's page size, and the rows grow here with the commits.)
+#[tokio::test]
+async fn a_cold_get_reads_no_more_manifest_after_ten_times_the_commits() {
+    let few = cold_get_ops(20).await;
+    let many = cold_get_ops(200).await;
+    eprintln!("20 commits: {few:?}\n200 commits: {many:?}");
+    let manifests = |counts: &tributary::OpCounts| counts.of_class(tributary::PathClass::Manifest);
+    assert_eq!(
+        manifests(&many),
+        manifests(&few),
+        "manifest reads grew with history: {few} -> {many}"
+    );
+    let bytes = |counts: &tributary::OpCounts| {
+        counts.bytes_of(tributary::OpKind::Get, tributary::PathClass::Manifest)
+    };
+    assert!(
+        bytes(&many) * 4 <= bytes(&few) * 5,
+        "manifest bytes grew with history: {few:?} -> {many:?}"
+    );
+}

@@ -135,3 +135,47 @@ async fn recovery_reports_what_it_did() {
     let graph = Graph::open(&uri).await.unwrap();
     assert!(graph.recover().await.unwrap().is_empty());
 }
+
+/// A load that stopped after its table commit and the compaction that followed it (the
+/// write's upkeep) is published at the compacted version: the next load, which updates a
+/// row the compaction moved, commits instead of conflicting with the rewrite.
+#[tokio::test]
+async fn a_load_stopped_after_its_compaction_is_rolled_forward_with_it() {
+    let (_dir, uri, graph) = temp_graph().await;
+    let small = tributary_write::compaction::MAX_SMALL_FRAGMENTS;
+    for i in 0..small {
+        let line = ndjson(&[person(&format!("p{i}"), 1)]);
+        graph.load(&line, &LoadOptions::default()).await.unwrap();
+    }
+    {
+        let _lock = FAILPOINTS.lock().await;
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("load::before-publish", "return").unwrap();
+        let line = ndjson(&[person("last", 1)]);
+        graph
+            .load(&line, &LoadOptions::default())
+            .await
+            .unwrap_err();
+        scenario.teardown();
+    }
+    drop(graph);
+    let graph = Graph::open(&uri).await.unwrap();
+    graph
+        .load(&ndjson(&[person("p0", 99)]), &LoadOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(rows(&graph, "Person").await, small + 1);
+    let p0 = graph
+        .get("Person", "p0", tributary::At::default())
+        .await
+        .unwrap()
+        .unwrap();
+    let age = p0
+        .column_by_name("age")
+        .unwrap()
+        .as_any()
+        .downcast_ref::<arrow_array::Int32Array>()
+        .unwrap()
+        .value(0);
+    assert_eq!(age, 99);
+}

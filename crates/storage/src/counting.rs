@@ -176,6 +176,11 @@ impl OpCounts {
             .sum()
     }
 
+    /// Bytes moved by operations of `kind` on paths of `class`.
+    pub fn bytes_of(&self, kind: OpKind, class: PathClass) -> u64 {
+        self.bytes.get(&(kind, class)).copied().unwrap_or(0)
+    }
+
     pub fn of_class(&self, class: PathClass) -> u64 {
         self.ops
             .iter()

@@ -25,6 +25,7 @@ use tributary_storage::GraphStore;
 
 use tributary_schema::{Catalog, TablePath};
 
+use crate::compaction::compact_small_fragments;
 use crate::error::{Error, LanceSnafu, LeaseLostSnafu, PublishSnafu, Result, StorageSnafu};
 use crate::indexes::{index_specs, maintain_indexes, IndexSettings};
 use crate::intent::{InFlight, Intent, StagedTable};
@@ -231,12 +232,16 @@ async fn delete_sidecar(store: &GraphStore, sidecar: &str) {
     }
 }
 
-/// Bring the derived indexes of a just-committed table up to date; the version to publish.
-/// A failure is logged, not returned: the data commit stands, and the next write retries.
+/// Upkeep of a just-committed table: its small fragments compacted and its derived
+/// indexes brought up to date; the version to publish. A failure is logged, not returned:
+/// the data commit stands, and the next write retries.
 async fn refresh_indexes(target: GraphTarget<'_>, path: &str, mut dataset: Dataset) -> u64 {
     let Some(ty) = target.catalog.types.iter().find(|t| t.table_path() == path) else {
         return dataset.version().version;
     };
+    if let Err(error) = compact_small_fragments(&mut dataset).await {
+        tracing::warn!(%error, table = %path, "could not compact small fragments");
+    }
     let force = ty.stream.is_some();
     match maintain_indexes(&mut dataset, &index_specs(ty), target.indexes, force).await {
         Ok(report) if report.changed() => {
@@ -412,7 +417,10 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
     }
 }
 
-/// The version a staged transaction produced, if it was committed.
+/// The version to publish for a staged transaction that was committed: the table's latest.
+/// The versions above the transaction's own are the same write's upkeep (compaction,
+/// indexes), made under the same write turn; publishing below them would leave the next
+/// write staging on fragments a compaction has since rewritten, a conflict at its commit.
 async fn committed_version(
     store: &GraphStore,
     lineage: Option<&str>,
@@ -433,7 +441,7 @@ async fn committed_version(
                     table: table.path.clone(),
                 })?;
         if transaction.is_some_and(|t| t.uuid == table.transaction_uuid) {
-            return Ok(Some(version));
+            return Ok(Some(latest));
         }
     }
     Ok(None)

@@ -11,9 +11,11 @@
 //!   letters ([`rejects`]);
 //! - what a delete removes, the same filter for load and fold, and a merge's source
 //!   ([`removal`]);
-//! - index upkeep ([`indexes`]).
+//! - table upkeep after a commit: small fragments compacted ([`compaction`]) and indexes
+//!   refreshed ([`indexes`]).
 
 pub mod commit;
+pub mod compaction;
 pub mod constraints;
 pub mod embedding;
 mod error;

@@ -1,0 +1,54 @@
+//! Small fragments merged as the writes that make them go by. Every load adds a fragment
+//! to each table it writes; a table of many one-row loads would otherwise list thousands
+//! of fragments in each version's manifest, and a fresh process's read would pay for
+//! every one (the manifest it reads, the index segments it probes).
+
+use lance::dataset::optimize::{compact_files, CompactionOptions};
+use lance::Dataset;
+use snafu::ResultExt;
+
+use crate::error::{LanceSnafu, Result};
+
+/// A fragment below this many rows is small: compaction merges small fragments up to it.
+/// Fragments at or above it are rewritten only to drop deleted rows (Lance's default: a
+/// tenth of the fragment deleted), so one compaction rewrites at most
+/// `MAX_SMALL_FRAGMENTS` times this many rows whatever the table's size.
+pub const ROWS_PER_FRAGMENT: usize = 16 * 1024;
+
+/// Compaction runs when a write leaves more small fragments than this: what a read pays
+/// per fragment stays bounded, and a run of one-row loads compacts once in this many.
+pub const MAX_SMALL_FRAGMENTS: usize = 16;
+
+/// Merge the table's small fragments when there are more than [`MAX_SMALL_FRAGMENTS`];
+/// whether a version was committed. Indexes are remapped by Lance in the same commit.
+pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
+    let small = dataset
+        .get_fragments()
+        .iter()
+        .filter(|f| {
+            f.metadata()
+                .physical_rows
+                .is_some_and(|rows| rows < ROWS_PER_FRAGMENT)
+        })
+        .count();
+    if small <= MAX_SMALL_FRAGMENTS {
+        return Ok(false);
+    }
+    let table = dataset.uri().to_owned();
+    let options = CompactionOptions {
+        target_rows_per_fragment: ROWS_PER_FRAGMENT,
+        ..Default::default()
+    };
+    let metrics = compact_files(dataset, options, None)
+        .await
+        .context(LanceSnafu {
+            action: "compact",
+            table,
+        })?;
+    tracing::debug!(
+        removed = metrics.fragments_removed,
+        added = metrics.fragments_added,
+        "small fragments compacted"
+    );
+    Ok(metrics.fragments_removed > 0)
+}

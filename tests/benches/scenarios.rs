@@ -488,8 +488,13 @@ fn main() {
             write_api::producer_sends(settings.producer_sends).await;
         }
         if runs("http") {
+            let duration = settings.sustained.min(Duration::from_secs(20));
             for producers in [16, 64] {
-                http::ack_tails(producers, settings.sustained.min(Duration::from_secs(20))).await;
+                http::ack_tails(producers, 20, duration).await;
+            }
+            // One line a request, the shape of many small producers.
+            for producers in [1, 16, 64, 256] {
+                http::ack_tails(producers, 1, duration).await;
             }
         }
         if runs("commit_point") {

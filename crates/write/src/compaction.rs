@@ -39,7 +39,9 @@ pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
         target_rows_per_fragment: ROWS_PER_FRAGMENT,
         ..Default::default()
     };
-    let metrics = compact_files(dataset, options, None)
+    // Boxed: compaction's future is large, and every write's future would carry it (a
+    // test thread's 2 MiB stack overflowed).
+    let metrics = Box::pin(compact_files(dataset, options, None))
         .await
         .context(LanceSnafu {
             action: "compact",

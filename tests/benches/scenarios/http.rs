@@ -11,9 +11,9 @@ use tributary_tests::{ndjson, person, SCHEMA};
 
 use crate::{percentile, report};
 
-/// `producers` connections each send 20-row ingest requests, one after another, for
-/// `duration`; the server folds in the background meanwhile.
-pub async fn ack_tails(producers: usize, duration: Duration) {
+/// `producers` connections each send ingest requests of `rows` lines, one after another,
+/// for `duration`; the server folds in the background meanwhile.
+pub async fn ack_tails(producers: usize, rows: usize, duration: Duration) {
     let dir = tempfile::tempdir().expect("temp dir");
     let root = dir.path().to_path_buf();
     Graph::init(&root.join("g").to_string_lossy(), SCHEMA)
@@ -50,7 +50,7 @@ pub async fn ack_tails(producers: usize, duration: Duration) {
                 let mut latencies = Vec::new();
                 let mut s = 0;
                 while started.elapsed() < duration {
-                    let lines: Vec<String> = (0..20)
+                    let lines: Vec<String> = (0..rows)
                         .map(|r| person(&format!("p{p}-{s}-{r}"), 30))
                         .collect();
                     s += 1;
@@ -83,10 +83,12 @@ pub async fn ack_tails(producers: usize, duration: Duration) {
     report(json!({
         "scenario": "http_ingest_tails",
         "producers": producers,
+        "rows_per_request": rows,
         "requests": latencies.len(),
-        "acked_rows_per_s": (latencies.len() * 20) as f64 / elapsed,
+        "acked_rows_per_s": (latencies.len() * rows) as f64 / elapsed,
         "p50_ms": p50,
         "p99_ms": p99,
+        "p999_ms": percentile(&latencies, 0.999),
         "p99_over_p50": p99 / p50,
     }));
 }

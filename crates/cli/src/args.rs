@@ -205,7 +205,9 @@ pub(crate) enum Command {
     /// `--branch NAME`, streaming ingest and its folds included.
     #[command(subcommand)]
     Branch(branch::BranchAction),
-    /// Print the graph's schema, or change it (`schema apply`).
+    /// Print the graph's schema as its text (what `schema apply` takes, also when stdout
+    /// is a file or a pipe; `--format json` for `{"schema": "..."}`), or change it
+    /// (`schema apply`).
     Schema(SchemaArgs),
     /// Remove what no reader at the head needs: WAL files and generations already folded
     /// and published, old shard manifests, and table versions older than the retention

@@ -74,7 +74,12 @@ fn main() -> ExitCode {
             return ExitCode::from(ErrorKind::Internal.exit_code());
         }
     };
-    let format = Format::resolve(cli.format);
+    let format = match (&cli.command, cli.format) {
+        // A schema is shown as its text whatever stdout is, so `schema g > s.tg` gives a
+        // file `schema apply` takes; its JSON form only when asked for.
+        (Command::Schema(SchemaArgs { action: None, .. }), None) => Format::Table,
+        (_, chosen) => Format::resolve(chosen),
+    };
     match runtime.block_on(run(cli.command, format, cli.server)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(_) if output::Stdout::reader_gone() && ingesting => {

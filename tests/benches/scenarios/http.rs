@@ -25,7 +25,11 @@ pub async fn ack_tails(producers: usize, rows: usize, duration: Duration) {
         graph_settings: Default::default(),
         tokens: None,
         allow_init: false,
-        limits: Limits::default(),
+        // Every producer a stream place (the default is 64 at once; beyond, 503).
+        limits: Limits {
+            max_ingest_streams: producers.max(Limits::default().max_ingest_streams),
+            ..Limits::default()
+        },
         tls: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

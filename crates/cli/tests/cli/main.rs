@@ -142,6 +142,26 @@ fn load_then_read_in_every_format() {
     assert!(schema.contains("edge WorksAt"));
 }
 
+/// `schema g > s.tg` (stdout not a terminal) writes the schema's text, which `schema
+/// apply` takes back; the JSON form is there when asked for.
+#[test]
+fn a_printed_schema_applies_back() {
+    let (dir, graph) = example_graph();
+    let printed = ok(&["schema", &graph]);
+    assert!(!printed.trim_start().starts_with('{'), "{printed}");
+    let file = dir.path().join("s.tg");
+    std::fs::write(&file, &printed).unwrap();
+    let applied = run(&["schema", "apply", &graph, &file.to_string_lossy()]);
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["schema", &graph, "--format", "json"])).unwrap();
+    assert_eq!(json["schema"].as_str().unwrap(), printed);
+}
+
 #[test]
 fn load_reads_standard_input() {
     let (_dir, graph) = example_graph();

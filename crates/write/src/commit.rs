@@ -417,10 +417,12 @@ async fn remove_staged_files(store: &GraphStore, intent: &Intent) {
     }
 }
 
-/// The version to publish for a staged transaction that was committed: the table's latest.
-/// The versions above the transaction's own are the same write's upkeep (compaction,
-/// indexes), made under the same write turn; publishing below them would leave the next
-/// write staging on fragments a compaction has since rewritten, a conflict at its commit.
+/// The version to publish for a staged transaction that was committed: the highest version
+/// above it up to which every later version is upkeep (compaction, indexes, configuration),
+/// made by the same write before it stopped; the transaction's own version when a data
+/// change lies between. Publishing below a compaction would leave the next write staging on
+/// fragments it rewrote, a conflict at that write's commit; publishing above another
+/// write's data change would show that write half done.
 async fn committed_version(
     store: &GraphStore,
     lineage: Option<&str>,
@@ -431,6 +433,8 @@ async fn committed_version(
         .await
         .context(StorageSnafu)?;
     let latest = dataset.version().version;
+    // Walking down from the latest: the highest version below any data change seen so far.
+    let mut publishable = latest;
     for version in (table.read_version + 1..=latest).rev() {
         let transaction =
             dataset
@@ -440,9 +444,22 @@ async fn committed_version(
                     action: "read transaction",
                     table: table.path.clone(),
                 })?;
-        if transaction.is_some_and(|t| t.uuid == table.transaction_uuid) {
-            return Ok(Some(latest));
+        match transaction {
+            Some(t) if t.uuid == table.transaction_uuid => return Ok(Some(publishable)),
+            Some(t) if is_upkeep(&t.operation) => {}
+            _ => publishable = version - 1,
         }
     }
     Ok(None)
+}
+
+/// A table version that changes no rows: what a write's upkeep commits after its data.
+fn is_upkeep(operation: &Operation) -> bool {
+    matches!(
+        operation,
+        Operation::Rewrite { .. }
+            | Operation::CreateIndex { .. }
+            | Operation::ReserveFragments { .. }
+            | Operation::UpdateConfig { .. }
+    )
 }

@@ -9,10 +9,9 @@ use snafu::ResultExt;
 
 use crate::error::{LanceSnafu, Result};
 
-/// A fragment below this many rows is small: compaction merges small fragments up to it.
-/// Fragments at or above it are rewritten only to drop deleted rows (Lance's default: a
-/// tenth of the fragment deleted), so one compaction rewrites at most
-/// `MAX_SMALL_FRAGMENTS` times this many rows whatever the table's size.
+/// A fragment below this many rows is small: compaction merges small fragments up to it
+/// and rewrites nothing else (not even a large fragment's deleted rows), so the upkeep a
+/// write pays stays bounded by the small fragments whatever the table's size.
 pub const ROWS_PER_FRAGMENT: usize = 16 * 1024;
 
 /// Compaction runs when a write leaves more small fragments than this: what a read pays
@@ -37,6 +36,7 @@ pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
     let table = dataset.uri().to_owned();
     let options = CompactionOptions {
         target_rows_per_fragment: ROWS_PER_FRAGMENT,
+        materialize_deletions: false,
         ..Default::default()
     };
     // Boxed: compaction's future is large, and every write's future would carry it (a

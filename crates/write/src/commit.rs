@@ -90,7 +90,8 @@ pub enum Recovered {
 pub struct CommitTimings {
     /// The sidecar and the table commits.
     pub tables_ms: f64,
-    /// Bringing the committed tables' derived indexes up to date.
+    /// The committed tables' upkeep: small fragments compacted, derived indexes brought
+    /// up to date.
     pub indexes_ms: f64,
     /// The publish (and deleting the sidecar).
     pub publish_ms: f64,
@@ -213,9 +214,9 @@ async fn commit_and_publish(
             write.affected,
         )
         .await?;
-        let indexing = std::time::Instant::now();
-        let version = refresh_indexes(target, &write.path, committed).await;
-        timings.indexes_ms += ms_since(indexing);
+        let upkeep = std::time::Instant::now();
+        let version = table_upkeep(target, &write.path, committed).await;
+        timings.indexes_ms += ms_since(upkeep);
         versions.insert(write.path, version);
     }
     let publishing = std::time::Instant::now();
@@ -235,7 +236,7 @@ async fn delete_sidecar(store: &GraphStore, sidecar: &str) {
 /// Upkeep of a just-committed table: its small fragments compacted and its derived
 /// indexes brought up to date; the version to publish. A failure is logged, not returned:
 /// the data commit stands, and the next write retries.
-async fn refresh_indexes(target: GraphTarget<'_>, path: &str, mut dataset: Dataset) -> u64 {
+async fn table_upkeep(target: GraphTarget<'_>, path: &str, mut dataset: Dataset) -> u64 {
     let Some(ty) = target.catalog.types.iter().find(|t| t.table_path() == path) else {
         return dataset.version().version;
     };

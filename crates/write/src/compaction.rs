@@ -18,9 +18,9 @@ pub const ROWS_PER_FRAGMENT: usize = 16 * 1024;
 /// per fragment stays bounded, and a run of one-row loads compacts once in this many.
 pub const MAX_SMALL_FRAGMENTS: usize = 16;
 
-/// Merge the table's small fragments when there are more than [`MAX_SMALL_FRAGMENTS`];
-/// whether a version was committed. Indexes are remapped by Lance in the same commit.
-pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
+/// Merge the table's small fragments when there are more than [`MAX_SMALL_FRAGMENTS`].
+/// Indexes are remapped by Lance in the same commit.
+pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<()> {
     let small = dataset
         .get_fragments()
         .iter()
@@ -31,7 +31,7 @@ pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
         })
         .count();
     if small <= MAX_SMALL_FRAGMENTS {
-        return Ok(false);
+        return Ok(());
     }
     let table = dataset.uri().to_owned();
     let options = CompactionOptions {
@@ -52,5 +52,5 @@ pub async fn compact_small_fragments(dataset: &mut Dataset) -> Result<bool> {
         added = metrics.fragments_added,
         "small fragments compacted"
     );
-    Ok(metrics.fragments_removed > 0)
+    Ok(())
 }

@@ -127,7 +127,7 @@ pub struct FoldTimings {
     pub merge_wait_ms: f64,
     /// The sidecar and the table commits.
     pub tables_ms: f64,
-    /// Bringing the tables' derived indexes up to date.
+    /// The tables' upkeep: small fragments compacted, derived indexes brought up to date.
     pub indexes_ms: f64,
     /// The publish.
     pub publish_ms: f64,

@@ -179,3 +179,47 @@ async fn a_load_stopped_after_its_compaction_is_rolled_forward_with_it() {
         .value(0);
     assert_eq!(age, 99);
 }
+
+/// Rolling a stopped load forward publishes its table through its own upkeep only: a data
+/// change above it that no graph commit made (here a delete written to the table directly,
+/// standing for another write that stopped before its publish) stays invisible.
+#[tokio::test]
+async fn a_rolled_forward_load_never_publishes_another_writes_data_change() {
+    let (_dir, uri, graph) = temp_graph().await;
+    for name in ["p0", "p1"] {
+        graph
+            .load(&ndjson(&[person(name, 1)]), &LoadOptions::default())
+            .await
+            .unwrap();
+    }
+    {
+        let _lock = FAILPOINTS.lock().await;
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("load::before-publish", "return").unwrap();
+        let line = ndjson(&[person("last", 1)]);
+        graph
+            .load(&line, &LoadOptions::default())
+            .await
+            .unwrap_err();
+        scenario.teardown();
+    }
+    drop(graph);
+    let table = format!("{}/nodes/Person.lance", uri.trim_end_matches('/'));
+    let mut person_table = lance::Dataset::open(&table).await.unwrap();
+    person_table.delete("id = 'p1'").await.unwrap();
+
+    let graph = Graph::open(&uri).await.unwrap();
+    graph
+        .load(&ndjson(&[company("later-co")]), &LoadOptions::default())
+        .await
+        .unwrap();
+    let get = |key: &'static str| graph.get("Person", key, tributary::At::default());
+    assert!(
+        get("last").await.unwrap().is_some(),
+        "the load was rolled forward"
+    );
+    assert!(
+        get("p1").await.unwrap().is_some(),
+        "an unpublished delete became visible with the rolled-forward load"
+    );
+}

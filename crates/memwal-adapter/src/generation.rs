@@ -24,95 +24,98 @@ pub struct GenerationBatch {
     pub deleted: Vec<String>,
 }
 
-async fn open_generation(
-    store: &GraphStore,
-    at: &MemWalTable,
-    shard: Uuid,
-    generation: &PendingGeneration,
-) -> Result<(Dataset, String)> {
-    let path = format!("{}/{}", at.shard_dir(shard), generation.path);
-    let dataset = store
-        .open_dataset(&path, None)
-        .await
-        .context(StorageSnafu)?;
-    Ok((dataset, path))
+/// One flushed generation, opened once for the fold: first its tombstones (the fold
+/// must know every deleted key before it passes any table), then its rows.
+pub struct Generation {
+    dataset: Dataset,
+    path: String,
+    table: String,
 }
 
-/// The keys one flushed generation deletes (its tombstones).
-pub async fn generation_tombstones(
-    store: &GraphStore,
-    at: &MemWalTable,
-    shard: Uuid,
-    generation: &PendingGeneration,
-) -> Result<Vec<String>> {
-    let (dataset, path) = open_generation(store, at, shard, generation).await?;
-    let lance = |action: &'static str| LanceSnafu {
-        action,
-        table: path.clone(),
-    };
-    let mut scan = dataset.scan();
-    scan.filter(&format!("{TOMBSTONE} = true"))
-        .and_then(|s| s.project(&["id"]))
-        .context(lance("scan tombstones"))?;
-    let batch = scan
-        .try_into_batch()
-        .await
-        .context(lance("scan tombstones"))?;
-    Ok(key_column(&batch, &path)?
-        .iter()
-        .flatten()
-        .map(str::to_owned)
-        .collect())
-}
+impl Generation {
+    pub async fn open(
+        store: &GraphStore,
+        at: &MemWalTable,
+        shard: Uuid,
+        generation: &PendingGeneration,
+    ) -> Result<Generation> {
+        let path = format!("{}/{}", at.shard_dir(shard), generation.path);
+        let dataset = store
+            .open_dataset(&path, None)
+            .await
+            .context(StorageSnafu)?;
+        Ok(Generation {
+            dataset,
+            path,
+            table: at.table().to_owned(),
+        })
+    }
 
-/// One flushed generation as a stream of its rows, in the table's schema (`target`), and
-/// its tombstones. A generation written under an older schema lacks the columns added
-/// since: its rows have the columns of `target` it has, in `target`'s order (the caller,
-/// which knows the fields' defaults, fills the rest).
-pub async fn generation_rows(
-    store: &GraphStore,
-    at: &MemWalTable,
-    shard: Uuid,
-    generation: &PendingGeneration,
-    target: SchemaRef,
-) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
-    let table = at.table();
-    let (dataset, path) = open_generation(store, at, shard, generation).await?;
-    let lance = |action: &'static str| LanceSnafu {
-        action,
-        table: path.clone(),
-    };
-    let present: Vec<usize> = (0..target.fields().len())
-        .filter(|&i| dataset.schema().field(target.field(i).name()).is_some())
-        .collect();
-    let target = Arc::new(
-        target
-            .project(&present)
-            .map_err(|e| Error::InvalidSetting {
-                table: table.to_owned(),
+    fn lance(&self, action: &'static str) -> LanceSnafu<&'static str, String> {
+        LanceSnafu {
+            action,
+            table: self.path.clone(),
+        }
+    }
+
+    /// The keys the generation deletes (its tombstones).
+    pub async fn tombstones(&self) -> Result<Vec<String>> {
+        let mut scan = self.dataset.scan();
+        scan.filter(&format!("{TOMBSTONE} = true"))
+            .and_then(|s| s.project(&["id"]))
+            .context(self.lance("scan tombstones"))?;
+        let batch = scan
+            .try_into_batch()
+            .await
+            .context(self.lance("scan tombstones"))?;
+        Ok(key_column(&batch, &self.path)?
+            .iter()
+            .flatten()
+            .map(str::to_owned)
+            .collect())
+    }
+
+    /// The generation as a stream of its rows, in the table's schema (`target`), and its
+    /// tombstones. A generation written under an older schema lacks the columns added
+    /// since: its rows have the columns of `target` it has, in `target`'s order (the
+    /// caller, which knows the fields' defaults, fills the rest).
+    pub async fn rows(
+        &self,
+        target: SchemaRef,
+    ) -> Result<BoxStream<'static, Result<GenerationBatch>>> {
+        let dataset = &self.dataset;
+        let present: Vec<usize> = (0..target.fields().len())
+            .filter(|&i| dataset.schema().field(target.field(i).name()).is_some())
+            .collect();
+        let target = Arc::new(target.project(&present).map_err(|e| {
+            Error::InvalidSetting {
+                table: self.table.clone(),
                 message: format!("project the table schema: {e}"),
-            })?,
-    );
-    let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
-    columns.push(TOMBSTONE);
-    let mut scan = dataset.scan();
-    scan.project(&columns).context(lance("scan generation"))?;
-    let stream = scan
-        .try_into_stream()
-        .await
-        .context(lance("scan generation"))?;
-    let table = table.to_owned();
-    let read_path = path.clone();
-    Ok(stream
-        .map_err(move |source| Error::Lance {
-            action: "read generation".into(),
-            table: read_path.clone(),
-            source,
-        })
-        .and_then(move |batch| {
-            futures::future::ready(split_tombstones(&batch, &target, &table, &path))
-        })
-        .boxed())
+            }
+        })?);
+        let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
+        columns.push(TOMBSTONE);
+        let mut scan = dataset.scan();
+        scan.project(&columns)
+            .context(self.lance("scan generation"))?;
+        let stream = scan
+            .try_into_stream()
+            .await
+            .context(self.lance("scan generation"))?;
+        let table = self.table.clone();
+        let path = self.path.clone();
+        let read_path = path.clone();
+        Ok(stream
+            .map_err(move |source| Error::Lance {
+                action: "read generation".into(),
+                table: read_path.clone(),
+                source,
+            })
+            .and_then(move |batch| {
+                futures::future::ready(split_tombstones(&batch, &target, &table, &path))
+            })
+            .boxed())
+    }
 }
 
 /// A generation's batch as rows in the table's schema and the keys it tombstones.

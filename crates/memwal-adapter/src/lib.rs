@@ -16,7 +16,7 @@ mod writer;
 pub use error::{Error, Result};
 pub use fresh::fresh_scanner;
 pub use gc::{collect_memwal_garbage, MemWalGarbage};
-pub use generation::{generation_rows, generation_tombstones, GenerationBatch};
+pub use generation::{Generation, GenerationBatch};
 pub use lance::dataset::mem_wal::LsmScanner;
 pub use location::MemWalTable;
 pub use settings::WriterSettings;

@@ -177,7 +177,8 @@ impl Graph {
         branch: &str,
         lineage: Option<&str>,
     ) -> Result<Arc<TableWriter>> {
-        let ty = &self.type_def(type_name)?;
+        let catalog = self.catalog();
+        let ty = crate::graph::type_in(&catalog, type_name)?;
         let path = ty.table_path();
         if let Some(writer) = self.streaming.writer(&path, lineage) {
             return Ok(writer);
@@ -448,8 +449,9 @@ impl Ingestor<'_> {
     }
 
     async fn settle_now(&self, writes: Writes) -> Result<Settled> {
+        let catalog = self.graph.catalog();
         for name in writes.types() {
-            if self.graph.type_def(name)?.stream.is_none() {
+            if crate::graph::type_in(&catalog, name)?.stream.is_none() {
                 return Err(Error::NotStreamed {
                     type_name: name.to_owned(),
                 });
@@ -461,7 +463,6 @@ impl Ingestor<'_> {
         for patches in &writes.patches {
             self.own_shards_of(&patches.rows.type_name).await?;
         }
-        let catalog = self.graph.catalog();
         let (batches, removals) = Removals::resolve(&catalog, writes.batches, writes.deletes)?;
         let (batches, late) =
             apply_patches(&catalog, batches, &removals, writes.patches, |ty, keys| {

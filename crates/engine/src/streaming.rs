@@ -153,9 +153,12 @@ impl Streaming {
 
     /// The warm writer of a table on a lineage, if this process has one.
     pub(crate) fn writer(&self, path: &str, lineage: Option<&str>) -> Option<Arc<TableWriter>> {
+        // A scan of the few warm writers (tables × lineages) rather than a keyed lookup,
+        // which would build an owned key on every send.
         self.read()
-            .get(&(path.to_owned(), lineage.map(str::to_owned)))
-            .cloned()
+            .iter()
+            .find(|((p, l), _)| p == path && l.as_deref() == lineage)
+            .map(|(_, writer)| writer.clone())
     }
 
     /// The warm writers of every table on `lineage` (for the fold's cut).

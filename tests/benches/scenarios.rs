@@ -51,6 +51,8 @@ struct Settings {
     read_base: usize,
     read_pending: &'static [usize],
     read_lookups: usize,
+    /// One-row load commits under a fresh process's cold `get` and `log`.
+    cold_read_commits: &'static [usize],
     /// (base rows, pending rows) of the fold-vs-raw-merge scenario.
     fold_merge: &'static [(usize, usize)],
     /// (base rows, pending lines) of the fold of upserts beside one with 10% deletes and
@@ -245,6 +247,14 @@ async fn raw_put_scenario(producers: usize, sends: usize, rows: usize) -> Measur
     )
 }
 
+/// As `tributary` does at start: allocations of 1 MiB and more mapped on their own.
+fn map_large_allocations() {
+    // SAFETY: mallopt only sets an allocator parameter, before any thread is started.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[index].as_secs_f64() * 1e3
@@ -338,6 +348,40 @@ const GROUPS: [&str; 15] = [
 ];
 
 fn main() {
+    let started = Instant::now();
+    if let Some(uri) =
+        std::env::args().find_map(|a| a.strip_prefix(fold::FOLD_FLAG).map(str::to_owned))
+    {
+        map_large_allocations();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(fold::fold_process(&uri, started));
+        return;
+    }
+    if let Some(uri) =
+        std::env::args().find_map(|a| a.strip_prefix(reads::COLD_READ_FLAG).map(str::to_owned))
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(reads::cold_read_process(&uri, started));
+        return;
+    }
+    if let Some(spec) =
+        std::env::args().find_map(|a| a.strip_prefix(http::SERVER_FLAG).map(str::to_owned))
+    {
+        heap::stop_counting();
+        map_large_allocations();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(http::server_process(&spec));
+        return;
+    }
     if let Some(spec) =
         std::env::args().find_map(|a| a.strip_prefix(s3::OWNER_FLAG).map(str::to_owned))
     {
@@ -373,6 +417,7 @@ fn main() {
             read_base: 10_000,
             read_pending: &[0, 1_000],
             read_lookups: 20,
+            cold_read_commits: &[20, 100],
             fold_merge: &[(10_000, 10_000)],
             fold_mix: &[(10_000, 10_000)],
             fold_embed: 2_000,
@@ -396,6 +441,7 @@ fn main() {
             read_base: 100_000,
             read_pending: &[0, 10_000, 100_000],
             read_lookups: 200,
+            cold_read_commits: &[20, 4_000],
             fold_merge: &[(1_000_000, 100_000), (1_000_000, 1_000_000)],
             fold_mix: &[(1_000_000, 100_000)],
             fold_embed: 100_000,
@@ -489,13 +535,19 @@ fn main() {
         }
         if runs("http") {
             let duration = settings.sustained.min(Duration::from_secs(20));
+            use http::Folder::{Held, On};
+            // As `tributary serve` runs: its allocator is mimalloc.
             for producers in [16, 64] {
-                http::ack_tails(producers, 20, duration).await;
+                http::ack_tails(producers, 20, duration, On, "mimalloc").await;
             }
             // One line a request, the shape of many small producers.
             for producers in [1, 16, 64, 256] {
-                http::ack_tails(producers, 1, duration).await;
+                http::ack_tails(producers, 1, duration, On, "mimalloc").await;
             }
+            // What the folds cost the acks (the same without them), and what mimalloc
+            // saves (the same under the system's allocator).
+            http::ack_tails(64, 1, duration, Held, "mimalloc").await;
+            http::ack_tails(64, 1, duration, On, "system").await;
         }
         if runs("commit_point") {
             for &depth in settings.commit_depths {
@@ -549,6 +601,9 @@ fn main() {
         if runs("reads") {
             for &pending in settings.read_pending {
                 reads::fresh_vs_snapshot(settings.read_base, pending, settings.read_lookups).await;
+            }
+            for &commits in settings.cold_read_commits {
+                reads::cold_reads(commits, 10).await;
             }
         }
     });

@@ -1,5 +1,6 @@
 //! `tributary`: the command-line interface to a Tributary graph.
 
+mod allocator;
 mod args;
 mod backend;
 mod branch;
@@ -30,6 +31,9 @@ use backend::ServerArgs;
 pub(crate) use failure::Failure;
 
 use output::Format;
+
+#[global_allocator]
+static ALLOCATOR: allocator::ByCommand = allocator::ByCommand;
 
 /// Allocations of 1 MiB and more are mapped on their own and handed back when freed. glibc
 /// otherwise raises this threshold as large blocks are freed and keeps them in its arenas:

@@ -370,11 +370,39 @@ fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
+/// The flag that makes this binary a fold process: `--fold-process=URI`.
+pub const FOLD_FLAG: &str = "--fold-process=";
+
+/// The body of a fold process, as `tributary ingest fold URI`: open the graph, fold
+/// `main`, print what it took as JSON (`started` is when `main` began).
+pub async fn fold_process(uri: &str, started: Instant) {
+    let heap_before = crate::heap::reset_peak();
+    let start_ms = started.elapsed().as_secs_f64() * 1e3;
+    let opening = Instant::now();
+    let graph = Graph::open(uri).await.expect("open");
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
+    let folding = Instant::now();
+    let outcome = graph.fold("main").await.expect("fold");
+    let fold_ms = folding.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "{}",
+        json!({
+            "start_ms": start_ms,
+            "open_ms": open_ms,
+            "fold_ms": fold_ms,
+            "rows": outcome.rows.values().sum::<u64>(),
+            "timings": outcome.timings,
+            "peak_rss_mib": peak_rss_mib(),
+            "peak_heap_added_mib": crate::heap::peak() - heap_before,
+        })
+    );
+}
+
 /// Fold `pending` streamed rows (half updates of base rows, half new keys) into a table of
-/// `base` rows; beside it, Lance's own merge-insert of the same rows into a copy of the
-/// same base table. The ratio, where the fold's time went, and the fold's peak memory.
+/// `base` rows, in a process of its own as `tributary ingest fold` would; beside it,
+/// Lance's own merge-insert of the same rows into a copy of the same base table. The
+/// ratios (the whole process's and the fold's), where the time went, and peak memory.
 pub async fn fold_vs_merge(base: usize, pending: usize) {
-    use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
     let dir = tempfile::tempdir().expect("temp dir");
     let uri = dir.path().join("g").to_string_lossy().into_owned();
     Graph::init(&uri, SCHEMA).await.expect("init");
@@ -394,21 +422,33 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
     let table = dir.path().join("g/nodes/Person.lance");
     let copy = dir.path().join("raw/Person.lance");
     copy_tree(&table, &copy);
+    let unindexed_join = dir.path().join("raw-hash-join/Person.lance");
+    copy_tree(&table, &unindexed_join);
     // The pending rows are the only ones aged 99: half update base rows, half are new.
     let mut names: Vec<String> = (0..pending / 2).map(|i| format!("b{i}")).collect();
     names.extend((0..pending - pending / 2).map(|i| format!("n{i}")));
     send(names, 99).await;
     graph.close_writers().await.expect("flush");
+    drop(ingest);
+    drop(graph);
 
-    reset_peak_rss();
-    let fold_rss_before = rss_mib();
-    let fold_heap_before = crate::heap::reset_peak();
+    // The fold as a user runs it: `tributary ingest fold`, a process that opens the graph
+    // and folds, timed from its start to its exit.
     let started = Instant::now();
-    let outcome = graph.fold("main").await.expect("fold");
-    let fold_s = started.elapsed().as_secs_f64();
-    let fold_peak = peak_rss_mib();
-    let fold_heap_peak = crate::heap::peak();
-    assert_eq!(outcome.rows["Person"] as usize, pending);
+    let output = std::process::Command::new(std::env::current_exe().expect("this bench"))
+        .arg(format!("{FOLD_FLAG}{uri}"))
+        .output()
+        .expect("the fold process");
+    let process_s = started.elapsed().as_secs_f64();
+    assert!(
+        output.status.success(),
+        "the fold process: {}",
+        output.status
+    );
+    let fold: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("the fold process's report");
+    assert_eq!(fold["rows"].as_u64(), Some(pending as u64));
+    let fold_s = fold["fold_ms"].as_f64().expect("fold_ms") / 1e3;
 
     // The same rows, as the fold left them, merged by Lance alone into the copied base.
     let folded = lance::Dataset::open(&table.to_string_lossy())
@@ -425,19 +465,62 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
         .expect("rows");
     let schema = rows[0].schema();
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), pending);
-    let raw = Arc::new(
-        lance::Dataset::open(&copy.to_string_lossy())
-            .await
-            .expect("open copy"),
-    );
     reset_peak_rss();
     let raw_rss_before = rss_mib();
     let raw_heap_before = crate::heap::reset_peak();
+    let raw_s = raw_merge(&copy, rows.clone(), schema.clone(), true).await;
+    let raw_peak = peak_rss_mib();
+    let raw_heap_peak = crate::heap::peak();
+    // Lance's merge joins through the key's index when there is one; its hash join of
+    // the whole key column beside it.
+    let hash_join_s = raw_merge(&unindexed_join, rows, schema, false).await;
+    report(json!({
+        "scenario": "fold_vs_raw_merge",
+        "allocator": crate::heap::allocator(),
+        "base_rows": base,
+        "pending_rows": pending,
+        "fold_process_ms": process_s * 1e3,
+        "fold_process_over_raw": process_s / raw_s,
+        "fold_ms": fold_s * 1e3,
+        "raw_merge_ms": raw_s * 1e3,
+        "raw_merge_hash_join_ms": hash_join_s * 1e3,
+        "fold_process_over_hash_join": process_s / hash_join_s,
+        "fold_over_raw": fold_s / raw_s,
+        "fold_rows_per_s": pending as f64 / fold_s,
+        "raw_rows_per_s": pending as f64 / raw_s,
+        // Where the fold process's time went before its fold, and the fold's stages.
+        "fold_process_start_ms": fold["start_ms"],
+        "fold_process_open_ms": fold["open_ms"],
+        "stages_ms": fold["timings"],
+        // Peak resident memory: the fold process's whole, and what the raw merge added
+        // to this process; and their own allocations at their peak.
+        "fold_process_peak_rss_mib": fold["peak_rss_mib"],
+        "raw_merge_peak_rss_added_mib": raw_peak - raw_rss_before,
+        "fold_peak_heap_added_mib": fold["peak_heap_added_mib"],
+        "raw_merge_peak_heap_added_mib": raw_heap_peak - raw_heap_before,
+    }));
+}
+
+/// Lance's merge-insert alone of `rows` into the table at `path` (an upsert on `id`),
+/// through the key's index or not; its seconds.
+async fn raw_merge(
+    path: &std::path::Path,
+    rows: Vec<arrow_array::RecordBatch>,
+    schema: arrow_schema::SchemaRef,
+    use_index: bool,
+) -> f64 {
+    use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched};
+    let table = Arc::new(
+        lance::Dataset::open(&path.to_string_lossy())
+            .await
+            .expect("open copy"),
+    );
     let started = Instant::now();
-    let mut builder = MergeInsertBuilder::try_new(raw, vec!["id".into()]).expect("merge");
+    let mut builder = MergeInsertBuilder::try_new(table, vec!["id".into()]).expect("merge");
     builder
         .when_matched(WhenMatched::UpdateAll)
-        .when_not_matched(WhenNotMatched::InsertAll);
+        .when_not_matched(WhenNotMatched::InsertAll)
+        .use_index(use_index);
     let source = arrow_array::RecordBatchIterator::new(rows.into_iter().map(Ok), schema);
     builder
         .try_build()
@@ -445,27 +528,7 @@ pub async fn fold_vs_merge(base: usize, pending: usize) {
         .execute_reader(Box::new(source))
         .await
         .expect("raw merge");
-    let raw_s = started.elapsed().as_secs_f64();
-    let raw_peak = peak_rss_mib();
-    let raw_heap_peak = crate::heap::peak();
-    report(json!({
-        "scenario": "fold_vs_raw_merge",
-        "base_rows": base,
-        "pending_rows": pending,
-        "fold_ms": fold_s * 1e3,
-        "raw_merge_ms": raw_s * 1e3,
-        "fold_over_raw": fold_s / raw_s,
-        "fold_rows_per_s": pending as f64 / fold_s,
-        "raw_rows_per_s": pending as f64 / raw_s,
-        // Peak resident memory during each, above what the process held when it began.
-        "fold_rss_before_mib": fold_rss_before,
-        "fold_peak_rss_added_mib": fold_peak - fold_rss_before,
-        "raw_merge_peak_rss_added_mib": raw_peak - raw_rss_before,
-        // Their own allocations at their peak.
-        "fold_peak_heap_added_mib": fold_heap_peak - fold_heap_before,
-        "raw_merge_peak_heap_added_mib": raw_heap_peak - raw_heap_before,
-        "stages_ms": outcome.timings,
-    }));
+    started.elapsed().as_secs_f64()
 }
 
 /// One fold of `pending` lines into a table of `base` rows, all upserts (half of base

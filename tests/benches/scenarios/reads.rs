@@ -105,3 +105,80 @@ pub async fn fresh_vs_snapshot(base: usize, pending: usize, lookups: usize) {
         "fresh_scan_over_snapshot_scan": scan_fresh_ms / scan_snapshot_ms,
     }));
 }
+
+/// The flag that makes this binary a cold reader: `--cold-read=URI`.
+pub const COLD_READ_FLAG: &str = "--cold-read=";
+
+/// The body of a cold reader, as `tributary get URI Person p0` then `tributary log URI
+/// --limit 5` would run: open, get, log; prints what each took as JSON (`started` is
+/// when `main` began).
+pub async fn cold_read_process(uri: &str, started: Instant) {
+    let start_ms = started.elapsed().as_secs_f64() * 1e3;
+    let opening = Instant::now();
+    let graph = Graph::open(uri).await.expect("open");
+    let open_ms = opening.elapsed().as_secs_f64() * 1e3;
+    let getting = Instant::now();
+    let row = graph.get("Person", "p0", At::default()).await.expect("get");
+    let get_ms = getting.elapsed().as_secs_f64() * 1e3;
+    assert!(row.is_some_and(|r| r.num_rows() == 1), "p0 is there");
+    let logging = Instant::now();
+    let commits = graph.log("main", 5).await.expect("log");
+    let log_ms = logging.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(commits.len(), 5);
+    println!(
+        "{}",
+        json!({"start_ms": start_ms, "open_ms": open_ms, "get_ms": get_ms, "log_ms": log_ms})
+    );
+}
+
+/// A fresh process's `get` and `log --limit 5` on a graph of `commits` one-row load
+/// commits (each moves the Person table a version): `processes` of them one after
+/// another, each timed from its start to its exit, with its open, get and log apart.
+pub async fn cold_reads(commits: usize, processes: usize) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let uri = dir.path().join("g").to_string_lossy().into_owned();
+    let graph = Graph::init(&uri, SCHEMA).await.expect("init");
+    let built = Instant::now();
+    for i in 0..commits {
+        let text = ndjson(&[person(&format!("p{i}"), 30)]);
+        graph
+            .load(&text, &tributary::LoadOptions::default())
+            .await
+            .expect("load");
+    }
+    let build_s = built.elapsed().as_secs_f64();
+    drop(graph);
+    let exe = std::env::current_exe().expect("this bench");
+    let mut wall = Vec::new();
+    let mut parts: Vec<serde_json::Value> = Vec::new();
+    for _ in 0..processes {
+        let started = Instant::now();
+        let output = std::process::Command::new(&exe)
+            .arg(format!("{COLD_READ_FLAG}{uri}"))
+            .output()
+            .expect("a cold reader");
+        wall.push(started.elapsed());
+        assert!(
+            output.status.success(),
+            "the cold reader: {}",
+            output.status
+        );
+        parts.push(serde_json::from_slice(&output.stdout).expect("its report"));
+    }
+    wall.sort();
+    let median = |field: &str| {
+        let mut values: Vec<f64> = parts.iter().filter_map(|p| p[field].as_f64()).collect();
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    report(json!({
+        "scenario": "cold_reads",
+        "commits": commits,
+        "history_build_s": build_s,
+        "processes": processes,
+        "process_p50_ms": percentile(&wall, 0.5),
+        "open_p50_ms": median("open_ms"),
+        "get_p50_ms": median("get_ms"),
+        "log_5_p50_ms": median("log_ms"),
+    }));
+}

@@ -87,12 +87,14 @@ impl Generation {
         let present: Vec<usize> = (0..target.fields().len())
             .filter(|&i| dataset.schema().field(target.field(i).name()).is_some())
             .collect();
-        let target = Arc::new(target.project(&present).map_err(|e| {
-            Error::InvalidSetting {
-                table: self.table.clone(),
-                message: format!("project the table schema: {e}"),
-            }
-        })?);
+        let target = Arc::new(
+            target
+                .project(&present)
+                .map_err(|e| Error::InvalidSetting {
+                    table: self.table.clone(),
+                    message: format!("project the table schema: {e}"),
+                })?,
+        );
         let mut columns: Vec<&str> = target.fields().iter().map(|f| f.name().as_str()).collect();
         columns.push(TOMBSTONE);
         let mut scan = dataset.scan();

@@ -22,9 +22,7 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WhenNotMat
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_embed::Embedder;
-use tributary_memwal_adapter::{
-    table_state, Generation, MemWalTable, PendingGeneration,
-};
+use tributary_memwal_adapter::{table_state, Generation, MemWalTable, PendingGeneration};
 use tributary_publisher::{BranchName, CommitId, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
@@ -266,7 +264,10 @@ pub async fn fold_pending(
             .iter()
             .flat_map(|(_, generations)| generations.iter().map(|g| g.rows))
             .sum();
-        let table_rows = dataset.count_rows(None).await.context(lance("count rows"))? as u64;
+        let table_rows = dataset
+            .count_rows(None)
+            .await
+            .context(lance("count rows"))? as u64;
         builder
             .when_matched(WhenMatched::UpdateAll)
             .when_not_matched(WhenNotMatched::InsertAll)

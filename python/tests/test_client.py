@@ -484,3 +484,80 @@ def test_queries_match_plain_python_over_the_rows(query_server):
         ).to_pydict()
         assert plan["step"][:2] == ["sql", "read by key"]
         assert "K AS __expanded__e1: src IN 1 key" in plan["plan"][1]
+
+
+def test_a_snapshot_joins_in_duckdb_as_of_its_commit_while_writes_go_on(graph):
+    import duckdb
+
+    graph.load(
+        [person(f"p{i}", 20 + i) for i in range(20)]
+        + [{"type": "Company", "data": {"name": c}} for c in ("acme", "globex")]
+        + [
+            {"edge": "WorksAt", "from": f"p{i}", "to": "acme" if i % 2 else "globex"}
+            for i in range(20)
+        ]
+    )
+    snapshot = graph.snapshot()
+    assert [t["type"] for t in snapshot["tables"]] == ["Person", "Company", "WorksAt"]
+    works_at = snapshot["tables"][2]
+    assert (works_at["role"], works_at["from"], works_at["to"]) == ("edge", "Person", "Company")
+    pin = graph.pin("report", commit=snapshot["commit"])
+    assert pin["commit"] == snapshot["commit"]
+    assert [p["name"] for p in graph.pins()] == ["report"]
+
+    # Writes keep committing while the snapshot is read: ingest, folds and loads.
+    stop = threading.Event()
+
+    def write():
+        n = 0
+        while not stop.is_set():
+            graph.ingest([person(f"late{n}", 99)])
+            graph.fold()
+            graph.load([{"edge": "WorksAt", "from": f"late{n}", "to": "acme"}])
+            n += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        datasets = graph.datasets(snapshot=snapshot)
+        con = duckdb.connect()
+        for name, dataset in datasets.items():
+            con.register(name, dataset.to_table())
+        joined = con.execute(
+            'SELECT c.id AS company, count(*) AS people, sum(p.age) AS ages '
+            'FROM Person p JOIN WorksAt w ON w.src = p.id JOIN Company c ON c.id = w.dst '
+            'GROUP BY c.id ORDER BY c.id'
+        ).fetchall()
+    finally:
+        stop.set()
+        writer.join()
+    # The snapshot's answer, not the head's: the same join by the graph at that commit.
+    expected = graph.sql(
+        "SELECT c.id AS company, count(*) AS people, sum(p.age) AS ages "
+        "FROM Person p JOIN WorksAt w ON w.src = p.id JOIN Company c ON c.id = w.dst "
+        "GROUP BY c.id ORDER BY c.id",
+        commit=snapshot["commit"],
+    )
+    assert [tuple(r.values()) for r in expected.to_pylist()] == joined
+    assert joined == [("acme", 10, sum(20 + i for i in range(1, 20, 2))),
+                      ("globex", 10, sum(20 + i for i in range(0, 20, 2)))]
+    head = graph.snapshot()
+    assert head["commit"] != snapshot["commit"] and head["tables"][0]["rows"] > 20
+    assert graph.unpin("report")["name"] == "report"
+    assert graph.pins() == []
+    with pytest.raises(tributary.NotFound):
+        graph.unpin("report")
+    with pytest.raises(tributary.NotFound):
+        graph.snapshot(commit="no-such-commit")
+
+
+def test_a_branch_snapshot_opens_on_its_lance_branch(graph):
+    graph.load([person("ada", 36)])
+    graph.create_branch("dev")
+    graph.load([person("bob", 40)], branch="dev")
+    snapshot = graph.snapshot(branch="dev")
+    assert snapshot["tables"][0]["lance_branch"]
+    people = graph.datasets(snapshot=snapshot)["Person"]
+    assert sorted(people.to_table(columns=["id"]).column("id").to_pylist()) == ["ada", "bob"]
+    main = graph.datasets()["Person"]
+    assert main.to_table(columns=["id"]).column("id").to_pylist() == ["ada"]

@@ -28,6 +28,7 @@ mod recovery;
 mod s3;
 mod schema_change;
 mod server;
+mod snapshots;
 mod storage;
 mod stream_deletes;
 

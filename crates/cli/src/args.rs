@@ -8,7 +8,7 @@ use crate::backend::ServerArgs;
 use crate::output::Format;
 use crate::query::{AtArgs, ViewArgs};
 use crate::Failure;
-use crate::{branch, embedder, query, serve};
+use crate::{branch, embedder, query, serve, snapshot};
 
 pub(crate) const EXIT_HELP: &str =
     "Exit status: 0 success (also when the reader of the output goes \
@@ -201,6 +201,14 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
+    /// Print a commit as a snapshot any Lance reader can open (JSON unless `--format`
+    /// says otherwise): per node and edge type, the table's URI, the Lance version the
+    /// commit pins (and the Lance branch holding it, off `main`), its key and columns.
+    /// With `--pin NAME` cleanup keeps the snapshot's versions until `--unpin NAME`.
+    ///
+    /// Example: tributary snapshot g --pin nightly, then in Python
+    /// lance.dataset(uri, version=version) for each table.
+    Snapshot(snapshot::SnapshotArgs),
     /// Create, list, delete and merge branches. Every read and write command takes
     /// `--branch NAME`, streaming ingest and its folds included.
     #[command(subcommand)]

@@ -15,6 +15,7 @@ mod remote_ingest;
 mod routed_ingest;
 mod serve;
 mod signals;
+mod snapshot;
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
@@ -82,6 +83,8 @@ fn main() -> ExitCode {
         // A schema is shown as its text whatever stdout is, so `schema g > s.tg` gives a
         // file `schema apply` takes; its JSON form only when asked for.
         (Command::Schema(SchemaArgs { action: None, .. }), None) => Format::Table,
+        // A snapshot is a document for programs: JSON unless asked otherwise.
+        (Command::Snapshot(args), None) if !args.pins && args.unpin.is_none() => Format::Json,
         (_, chosen) => Format::resolve(chosen),
     };
     match runtime.block_on(run(cli.command, format, cli.server)) {
@@ -391,6 +394,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         // Answered before the runtime starts.
         Command::Completions { .. } | Command::Man { .. } | Command::Openapi => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
+        Command::Snapshot(args) => snapshot::run(args, &server, format, &mut out).await,
         Command::Embedder(args) => embedder::run(args, &server, format, &mut out).await,
         Command::Query(args) => {
             query::run(args, tributary::Language::Cypher, &server, format, &mut out).await
@@ -408,7 +412,15 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 .with("table_versions", report.versions)
                 .with("branch_lineages", report.branches)
                 .with("commit_records", report.commit_records)
-                .with("bytes", report.memwal.bytes + report.version_bytes);
+                .with("bytes", report.memwal.bytes + report.version_bytes)
+                .with(
+                    "kept_for_pins",
+                    report
+                        .kept_for_pins
+                        .iter()
+                        .map(|kept| (kept.pin.clone(), kept.commit.clone().into()))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
+                );
             summarize(&mut out, summary)
         }
         Command::Publisher { graph } => {

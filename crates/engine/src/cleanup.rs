@@ -38,6 +38,21 @@ pub struct CleanupReport {
     /// each an object of its own).
     #[serde(default)]
     pub commit_records: u64,
+    /// The pins whose snapshots were kept: each pin's name, commit and the table
+    /// versions kept for it.
+    #[serde(default)]
+    pub kept_for_pins: Vec<KeptPin>,
+}
+
+/// A pin cleanup honoured.
+#[derive(
+    Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+pub struct KeptPin {
+    pub pin: String,
+    pub commit: String,
+    /// Table path → the Lance version kept.
+    pub tables: BTreeMap<TablePath, u64>,
 }
 
 /// (table, Lance branch or `None` for main's lineage) → the oldest version to keep.
@@ -57,8 +72,8 @@ impl Graph {
                 .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::default()).await?;
         let heads = self.branches().await?;
-        let pins = self.oldest_pins(&heads).await?;
         let mut report = CleanupReport::default();
+        let pins = self.oldest_pins(&heads, &mut report).await?;
         // Lineages nothing reads go first, then the branches' old versions: what they
         // held of `main`'s files is then free for `main`'s pass, in this same cleanup.
         self.remove_stale_lineages(&heads, &pins, &mut report)
@@ -286,12 +301,26 @@ impl Graph {
     /// Per table and lineage, the oldest version a reader may still need: what each
     /// branch head pins, and what the merge base of each two heads pins (a later merge
     /// of them compares both sides against it).
-    async fn oldest_pins(&self, heads: &[CommitRecord]) -> Result<Pins> {
+    async fn oldest_pins(
+        &self,
+        heads: &[CommitRecord],
+        report: &mut CleanupReport,
+    ) -> Result<Pins> {
         let mut needed: Vec<CommitRecord> = heads.to_vec();
         for (i, a) in heads.iter().enumerate() {
             for b in &heads[i + 1..] {
                 needed.push(self.merge_base(a, b).await?);
             }
+        }
+        // A pinned snapshot is needed as a head is: its versions, and its lineage.
+        for pin in self.pins().await? {
+            let commit = self.snapshot(&At::Commit(pin.commit.clone())).await?;
+            report.kept_for_pins.push(KeptPin {
+                pin: pin.name,
+                commit: commit.id.to_string(),
+                tables: commit.tables.clone(),
+            });
+            needed.push(commit);
         }
         let mut pins = Pins::new();
         for commit in &needed {

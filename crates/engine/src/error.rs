@@ -80,6 +80,10 @@ pub enum Error {
     #[snafu(display("{source}"))]
     Query { source: tributary_query::Error },
 
+    /// A snapshot or a pin refused or failed.
+    #[snafu(display("{source}"))]
+    Feed { source: tributary_feed::Error },
+
     /// Lance sizes a search's buffers by `k`: a huge one could exhaust memory.
     #[snafu(display("k = {k} is over the bound of {max} results a search returns"))]
     TooManyResults { k: usize, max: usize },
@@ -369,6 +373,7 @@ impl Error {
             Error::Embed { .. } => ErrorKind::InvalidInput,
             Error::Query { source } if source.is_invalid_input() => ErrorKind::InvalidInput,
             Error::Query { .. } => ErrorKind::Internal,
+            Error::Feed { source } => source.kind(),
             Error::CorruptProducerMark { .. } => ErrorKind::Internal,
             Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
             Error::NoSuchNode { .. } => ErrorKind::NoRow,

@@ -57,12 +57,13 @@ mod read;
 mod recovery;
 mod removals;
 mod schema_change;
+mod snapshots;
 mod status;
 mod streaming;
 pub mod wire;
 mod writes;
 
-pub use cleanup::CleanupReport;
+pub use cleanup::{CleanupReport, KeptPin};
 pub use embedding::EMBEDDER_PATH;
 pub use error::{Error, Result};
 pub use graph::{branch, At, Graph, GraphBuilder, GraphSettings};
@@ -79,6 +80,7 @@ pub use streaming::FoldTriggers;
 pub use tributary_embed::{
     EmbedError, Embedder, EmbedderConfig, HttpSettings, Lexical, DEFAULT_KEY_VARIABLE,
 };
+pub use tributary_feed::{Pin, Snapshot, SnapshotColumn, SnapshotTable, TableRole};
 pub use tributary_storage::ErrorKind;
 pub use tributary_storage::{SessionCaches, StoreOptions};
 pub use writes::Writes;

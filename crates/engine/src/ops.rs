@@ -9,8 +9,8 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, FoldOutcome, Graph, IngestStatus,
-    LoadOptions, LoadOutcome, MergeOutcome, PublisherKind, QueryRequest, ReadOptions, RejectPolicy,
-    Result, SchemaOutcome, SearchQuery, View,
+    LoadOptions, LoadOutcome, MergeOutcome, Pin, PublisherKind, QueryRequest, ReadOptions,
+    RejectPolicy, Result, SchemaOutcome, SearchQuery, Snapshot, View,
 };
 
 #[async_trait::async_trait]
@@ -97,6 +97,18 @@ pub trait GraphOps: Send + Sync {
 
     /// Merge branch `source` into branch `into` as one commit on `into`.
     async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome>;
+
+    /// The commit at `at` as a snapshot any Lance reader can open.
+    async fn snapshot(&self, at: &At) -> Result<Snapshot>;
+
+    /// Keep the snapshot at `at` from cleanup as `name`.
+    async fn pin(&self, name: &str, at: &At) -> Result<Pin>;
+
+    /// Remove the pin `name`.
+    async fn unpin(&self, name: &str) -> Result<Pin>;
+
+    /// Every pin.
+    async fn pins(&self) -> Result<Vec<Pin>>;
 }
 
 #[async_trait::async_trait]
@@ -213,5 +225,21 @@ impl GraphOps for Graph {
 
     async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome> {
         Graph::merge_branch(self, source, into).await
+    }
+
+    async fn snapshot(&self, at: &At) -> Result<Snapshot> {
+        Graph::describe_snapshot(self, at).await
+    }
+
+    async fn pin(&self, name: &str, at: &At) -> Result<Pin> {
+        Graph::pin(self, name, at).await
+    }
+
+    async fn unpin(&self, name: &str) -> Result<Pin> {
+        Graph::unpin(self, name).await
+    }
+
+    async fn pins(&self) -> Result<Vec<Pin>> {
+        Graph::pins(self).await
     }
 }

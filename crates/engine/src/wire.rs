@@ -11,9 +11,9 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     At, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error, ErrorKind, FoldOutcome,
-    GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome, MergeOutcome,
+    GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, Pin,
     PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery,
-    View,
+    Snapshot, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -316,5 +316,26 @@ impl<T: Transport> GraphOps for T {
         let request =
             WireRequest::post(format!("/branches/{}/merge", encode(source))).query("into", into);
         json(self.send(request).await?)
+    }
+
+    async fn snapshot(&self, at: &At) -> Result<Snapshot> {
+        json(self.send(WireRequest::get("/snapshot").at(at)).await?)
+    }
+
+    async fn pin(&self, name: &str, at: &At) -> Result<Pin> {
+        let request = WireRequest::post(format!("/pins/{}", encode(name))).at(at);
+        json(self.send(request).await?)
+    }
+
+    async fn unpin(&self, name: &str) -> Result<Pin> {
+        let path = format!("/pins/{}", encode(name));
+        json(
+            self.send(WireRequest::new(WireMethod::Delete, path))
+                .await?,
+        )
+    }
+
+    async fn pins(&self) -> Result<Vec<Pin>> {
+        json(self.send(WireRequest::get("/pins")).await?)
     }
 }

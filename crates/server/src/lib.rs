@@ -20,6 +20,7 @@ mod metrics;
 pub mod openapi;
 mod query;
 mod routes;
+mod snapshots;
 mod tls;
 
 use std::collections::HashMap;

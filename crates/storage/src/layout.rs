@@ -26,5 +26,7 @@ pub const STATUS: &str = "__status";
 pub const LINEAGES: &str = "__lineages";
 /// The conditional-PUT probe objects of [`crate::GraphStore::check_conditional_put`].
 pub const PROBE: &str = "__probe";
+/// Pins: named snapshots cleanup keeps (`<name>.json`).
+pub const PINS: &str = "__pins";
 /// The dead-letter table of folds.
 pub const REJECTS: &str = "_ingest_rejects.lance";

@@ -241,6 +241,16 @@ impl GraphStore {
         }
     }
 
+    /// URI of a dataset below the root as another program opens it: a plain path on a
+    /// local disk (the `file-object-store` scheme of [`GraphStore::uri_of`] is this
+    /// process's own wrapper), the `s3://` URL otherwise.
+    pub fn public_uri_of(&self, relative: &str) -> String {
+        match &self.root {
+            Root::Local(path) => path.join(relative).display().to_string(),
+            Root::S3(url) => format!("{url}/{relative}"),
+        }
+    }
+
     /// Refuse a store that does not honour conditional PUT (`If-None-Match: *`): every
     /// commit of Lance and Tributary relies on exactly one of several racing creators
     /// winning. Local disks do (a link that fails if the name exists). Checked once per

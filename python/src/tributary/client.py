@@ -532,6 +532,63 @@ class Graph:
         """The branch's commits, newest first."""
         return self._json("GET", "/commits", _params(branch=branch, limit=limit))
 
+    # Snapshots for other engines
+
+    def snapshot(
+        self, *, branch: Optional[str] = None, commit: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """The commit at ``branch``'s head (default ``main``) or ``commit`` as a snapshot:
+        ``{"commit", "branch", "time", "tables": [{"type", "role", "uri", "version",
+        "lance_branch"?, "key", "from"?, "to"?, "rows", "columns"}]}``, enough for any
+        Lance reader to open exactly that commit."""
+        return self._json("GET", "/snapshot", _params(branch=branch, commit=commit))
+
+    def datasets(
+        self,
+        *,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+        snapshot: Optional[Dict[str, Any]] = None,
+    ) -> Dict[str, Any]:
+        """Each type's ``lance.LanceDataset`` at the version the snapshot pins (``snapshot``
+        if given, else the one at ``branch``/``commit``), by type name. Needs pylance and
+        a view of the server's storage (the same machine, or the graph's S3 bucket)."""
+        try:
+            import lance
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                "Graph.datasets needs pylance: pip install pylance"
+            ) from error
+        if snapshot is None:
+            snapshot = self.snapshot(branch=branch, commit=commit)
+        opened = {}
+        for table in snapshot["tables"]:
+            if table.get("lance_branch"):
+                # Off ``main`` the version lives on a Lance branch of the table.
+                at = (table["lance_branch"], table["version"])
+                opened[table["type"]] = lance.dataset(table["uri"]).checkout_version(at)
+            else:
+                opened[table["type"]] = lance.dataset(
+                    table["uri"], version=table["version"]
+                )
+        return opened
+
+    def pin(
+        self, name: str, *, branch: Optional[str] = None, commit: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Keep the snapshot at ``branch``'s head or ``commit`` from cleanup as ``name``
+        until :meth:`unpin`; returns the pin."""
+        params = _params(branch=branch, commit=commit)
+        return self._json("POST", f"/pins/{_segment(name)}", params)
+
+    def unpin(self, name: str) -> Dict[str, Any]:
+        """Remove the pin ``name``; returns it."""
+        return self._json("DELETE", f"/pins/{_segment(name)}", {})
+
+    def pins(self) -> List[Dict[str, Any]]:
+        """Every pin, by name."""
+        return self._json("GET", "/pins", {})
+
     # Streaming state
 
     def status(self, *, branch: str = "main") -> Dict[str, Any]:

@@ -538,3 +538,90 @@ fn a_server_with_a_certificate_speaks_only_https() {
     assert_eq!(mismatched.status.code(), Some(65), "{mismatched:?}");
     assert!(String::from_utf8_lossy(&mismatched.stderr).contains("ca.pem"));
 }
+
+/// `snapshot` prints the same document embedded and remote; a pin outlives cleanup until
+/// it is unpinned, and the commands say so.
+#[test]
+fn snapshots_and_pins_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let served = serve(&root, &["--init"]);
+    let schema = examples().join("schema.tg").to_string_lossy().into_owned();
+    let data = examples()
+        .join("data.ndjson")
+        .to_string_lossy()
+        .into_owned();
+    let remote = |args: &[&str]| -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &served.url]);
+        ok(&all)
+    };
+    let embedded = root.join("e").to_string_lossy().into_owned();
+    remote(&["init", "g", "--schema", &schema]);
+    ok(&["init", &embedded, "--schema", &schema]);
+    remote(&["load", "g", &data]);
+    ok(&["load", &embedded, &data]);
+
+    // JSON by default, piped or not; the same document either way but for ids and paths.
+    let there: serde_json::Value = serde_json::from_str(&remote(&["snapshot", "g"])).unwrap();
+    let here: serde_json::Value = serde_json::from_str(&ok(&["snapshot", &embedded])).unwrap();
+    let shape = |snapshot: &serde_json::Value| -> Vec<(String, u64, u64)> {
+        snapshot["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["type"].as_str().unwrap().to_owned(),
+                    t["version"].as_u64().unwrap(),
+                    t["rows"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shape(&there), shape(&here));
+    assert!(shape(&here).iter().any(|(_, _, rows)| *rows > 0), "{here}");
+    let uri = here["tables"][0]["uri"].as_str().unwrap();
+    assert!(
+        std::path::Path::new(uri).is_dir(),
+        "a path other programs open: {uri}"
+    );
+    let table = ok(&["snapshot", &embedded, "--format", "csv"]);
+    assert!(
+        table.starts_with("commit,type,role,version,rows,lance_branch,uri"),
+        "{table}"
+    );
+
+    // Pin, write more, clean up: the pinned commit still reads; unpinned, it goes.
+    let pinned = remote(&["snapshot", "g", "--pin", "nightly"]);
+    let pinned: serde_json::Value = serde_json::from_str(&pinned).unwrap();
+    let commit = pinned["commit"].as_str().unwrap().to_owned();
+    let pins = remote(&["snapshot", "g", "--pins", "--format", "ndjson"]);
+    assert!(
+        pins.contains(r#""pin":"nightly""#) && pins.contains(&commit),
+        "{pins}"
+    );
+    remote(&["load", "g", &data]);
+    let cleaned = remote(&["cleanup", "g", "--older-than", "0s", "--format", "ndjson"]);
+    let cleaned: serde_json::Value = serde_json::from_str(&cleaned).unwrap();
+    assert_eq!(
+        cleaned["kept_for_pins"]["nightly"],
+        commit.as_str(),
+        "{cleaned}"
+    );
+    remote(&["snapshot", "g", "--commit", &commit]);
+    remote(&["snapshot", "g", "--unpin", "nightly"]);
+    let again = run(&[
+        "snapshot",
+        "g",
+        "--unpin",
+        "nightly",
+        "--server",
+        &served.url,
+    ]);
+    assert_eq!(again.status.code(), Some(66), "no such pin");
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nightly"));
+    let taken = run(&["snapshot", &embedded, "--pin", "a/b"]);
+    assert_eq!(taken.status.code(), Some(65), "a bad pin name");
+}

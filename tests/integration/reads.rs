@@ -257,3 +257,35 @@ async fn a_cold_get_reads_no_more_manifest_after_ten_times_the_commits() {
         "manifest bytes grew with history: {few:?} -> {many:?}"
     );
 }
+
+/// A fresh process finds the manifest's latest version by listing them all, so upkeep
+/// removes the manifest's old versions (past a window, shrunk here by a failpoint): their
+/// count stays bounded however many commits the graph makes, and every commit stays
+/// readable (commits are rows of every version).
+#[tokio::test]
+async fn the_manifest_keeps_a_bounded_number_of_versions() {
+    let _lock = crate::FAILPOINTS.lock().await;
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("manifest::versions-kept-zero", "return").unwrap();
+    let (_dir, uri, graph) =
+        tributary_tests::temp_graph_on(tributary::PublisherKind::Manifest).await;
+    let commits = 60;
+    for i in 0..commits {
+        let line = ndjson(&[person(&format!("p{i}"), 30)]);
+        graph.load(&line, &LoadOptions::default()).await.unwrap();
+    }
+    let versions = std::fs::read_dir(std::path::Path::new(&uri).join("__manifest.lance/_versions"))
+        .unwrap()
+        .count();
+    assert!(
+        versions < 30,
+        "{versions} manifest versions after {commits} commits"
+    );
+    let log = graph.log("main", 1000).await.unwrap();
+    assert_eq!(log.len(), commits + 1, "every commit, and the first");
+    drop(graph);
+    let graph = tributary::Graph::open(&uri).await.unwrap();
+    let row = graph.get("Person", "p0", At::default()).await.unwrap();
+    assert!(row.is_some());
+    scenario.teardown();
+}

@@ -11,14 +11,13 @@ use chrono::Utc;
 use lance::dataset::cleanup::CleanupPolicyBuilder;
 use snafu::ResultExt;
 use tributary_memwal_adapter::{collect_memwal_garbage, MemWalGarbage, MemWalTable};
-use tributary_publisher::{BranchName, CommitRecord, GraphPublisher, Publisher, MANIFEST_PATH};
+use tributary_publisher::{
+    BranchName, CommitRecord, GraphPublisher, Publisher, MANIFEST_PATH, MANIFEST_VERSIONS_KEPT,
+};
 
 use crate::error::{Error, LanceSnafu, PublishSnafu, Result, RetentionTooLongSnafu, StorageSnafu};
 use crate::graph::{At, Graph};
 use tributary_schema::TablePath;
-
-/// Manifest versions younger than this (seconds) are never removed.
-const MANIFEST_MIN_RETENTION_S: i64 = 60;
 
 /// What one cleanup removed.
 #[derive(
@@ -120,8 +119,9 @@ impl Graph {
             // versions stay too, because a publisher that read an older one resolves its
             // compare-and-swap conflict through their transaction files.
             GraphPublisher::Manifest(_) => {
-                let manifest_cutoff =
-                    cutoff.min(Utc::now() - chrono::Duration::seconds(MANIFEST_MIN_RETENTION_S));
+                let manifest_cutoff = cutoff.min(
+                    Utc::now() - chrono::Duration::seconds(MANIFEST_VERSIONS_KEPT.as_secs() as i64),
+                );
                 self.remove_old_versions(MANIFEST_PATH, None, None, manifest_cutoff, &mut report)
                     .await?;
             }

@@ -9,7 +9,8 @@ pub enum Error {
     OpenTable {
         table: String,
         commit: CommitId,
-        source: tributary_publisher::Error,
+        #[snafu(source(from(tributary_publisher::Error, Box::new)))]
+        source: Box<tributary_publisher::Error>,
     },
     #[snafu(display("cannot count the rows of table `{table}`: {source}"))]
     CountRows { table: String, source: lance::Error },

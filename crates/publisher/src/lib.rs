@@ -19,7 +19,7 @@ pub use error::{Error, Result};
 pub use ids::{BranchName, CommitId, InvalidBranchName, MAIN_BRANCH};
 pub use manifest::{
     commit_key, head_key, manifest_schema, rows_batch, ManifestCasPublisher, MANIFEST_PATH,
-    ROWS_PER_FRAGMENT,
+    MANIFEST_VERSIONS_KEPT, ROWS_PER_FRAGMENT,
 };
 pub use record::{
     CommitKind, CommitRecord, FoldedShard, Fork, PublishPlan, SchemaRecord, TablePath,

@@ -52,6 +52,13 @@ const KEY_INDEX: &str = "manifest_key";
 /// read scans those in full, so they bound what a read costs beyond its index probe.
 const MAX_UNINDEXED_FRAGMENTS: usize = 8;
 
+/// The manifest's own Lance versions older than this are removed at upkeep. Readers need
+/// only its latest version (commits are rows, kept in every version), and a fresh
+/// process finds the latest by listing them all: at 4,000 commits that listing was half
+/// of what opening a graph cost. The window covers a reader still reading a version
+/// another process just replaced.
+pub const MANIFEST_VERSIONS_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Compaction's target fragment size. Fragments that reach it are never rewritten (commit
 /// rows are immutable), so one upkeep rewrites at most this many rows whatever the depth.
 pub const ROWS_PER_FRAGMENT: usize = 1024;
@@ -276,7 +283,8 @@ impl ManifestCasPublisher {
         compact_files(dataset, options, None).await?;
         dataset
             .optimize_indices(&OptimizeOptions::merge(1).index_names(vec![KEY_INDEX.to_owned()]))
-            .await
+            .await?;
+        remove_old_manifest_versions(dataset).await
     }
 
     /// Each commit of `branch` from its head back, newest first, one index probe each.
@@ -541,4 +549,20 @@ impl ManifestCasPublisher {
             }),
         }
     }
+}
+
+/// Remove the manifest's versions older than [`MANIFEST_VERSIONS_KEPT`] (and the files only
+/// they referenced, the fragments compaction replaced).
+async fn remove_old_manifest_versions(dataset: &Dataset) -> lance::Result<()> {
+    // Tests cannot wait a minute: a failpoint shrinks the window.
+    let kept = match fail::eval("manifest::versions-kept-zero", |_| ()) {
+        Some(()) => std::time::Duration::ZERO,
+        None => MANIFEST_VERSIONS_KEPT,
+    };
+    let cutoff = chrono::Utc::now()
+        - chrono::Duration::from_std(kept).unwrap_or(chrono::Duration::seconds(60));
+    let policy = lance::dataset::cleanup::CleanupPolicyBuilder::default()
+        .before_timestamp(cutoff)
+        .build();
+    dataset.cleanup_with_policy(policy).await.map(drop)
 }

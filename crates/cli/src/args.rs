@@ -207,7 +207,9 @@ pub(crate) enum Command {
     /// With `--pin NAME` cleanup keeps the snapshot's versions until `--unpin NAME`.
     ///
     /// Example: tributary snapshot g --pin nightly, then in Python
-    /// lance.dataset(uri, version=version) for each table.
+    /// lance.dataset(uri, version=version) for each table (with a `lance_branch`:
+    /// lance.dataset(uri).checkout_version((lance_branch, version))). Like a branch head, a
+    /// pin keeps its tables' versions from the pinned one on.
     Snapshot(snapshot::SnapshotArgs),
     /// Create, list, delete and merge branches. Every read and write command takes
     /// `--branch NAME`, streaming ingest and its folds included.
@@ -219,7 +221,8 @@ pub(crate) enum Command {
     Schema(SchemaArgs),
     /// Remove what no reader at the head needs: WAL files and generations already folded
     /// and published, old shard manifests, and table versions older than the retention
-    /// window that the head does not pin (reads at commits older than that may fail).
+    /// window that no branch head and no pin (`snapshot --pin`) holds (reads at other commits
+    /// older than that may fail). `kept_for_pins` names the pins it honoured.
     Cleanup {
         graph: String,
         /// Retention window for old table versions: e.g. 7d, 12h, 30m, 90s, 0s.

@@ -22,10 +22,10 @@ pub struct SnapshotArgs {
     #[arg(long, value_name = "NAME", conflicts_with_all = ["unpin", "pins"])]
     pub pin: Option<String>,
     /// Remove the pin NAME (the next cleanup may remove what only it kept).
-    #[arg(long, value_name = "NAME", conflicts_with = "pins")]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["pins", "branch", "commit"])]
     pub unpin: Option<String>,
     /// List the pins instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["branch", "commit"])]
     pub pins: bool,
 }
 
@@ -107,7 +107,7 @@ fn pin_rows(pins: &[Pin]) -> RecordBatch {
     let commits: Vec<String> = pins.iter().map(|p| p.commit.to_string()).collect();
     let branches: Vec<String> = pins.iter().map(|p| p.branch.to_string()).collect();
     batch(vec![
-        ("pin", strings(pins.iter().map(|p| Some(p.name.as_str())))),
+        ("name", strings(pins.iter().map(|p| Some(p.name.as_str())))),
         ("commit", strings(commits.iter().map(|c| Some(c.as_str())))),
         ("branch", strings(branches.iter().map(|b| Some(b.as_str())))),
         (

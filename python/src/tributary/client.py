@@ -586,7 +586,7 @@ class Graph:
         return self._json("DELETE", f"/pins/{_segment(name)}", {})
 
     def pins(self) -> List[Dict[str, Any]]:
-        """Every pin, by name."""
+        """Every pin (``name``, ``commit``, ``branch``, ``pinned_at``), sorted by name."""
         return self._json("GET", "/pins", {})
 
     # Streaming state

@@ -599,7 +599,7 @@ fn snapshots_and_pins_from_the_command_line() {
     let commit = pinned["commit"].as_str().unwrap().to_owned();
     let pins = remote(&["snapshot", "g", "--pins", "--format", "ndjson"]);
     assert!(
-        pins.contains(r#""pin":"nightly""#) && pins.contains(&commit),
+        pins.contains(r#""name":"nightly""#) && pins.contains(&commit),
         "{pins}"
     );
     remote(&["load", "g", &data]);
@@ -624,4 +624,7 @@ fn snapshots_and_pins_from_the_command_line() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("nightly"));
     let taken = run(&["snapshot", &embedded, "--pin", "a/b"]);
     assert_eq!(taken.status.code(), Some(65), "a bad pin name");
+    // Listing pins takes no commit: a usage error, not a silent listing.
+    let both = run(&["snapshot", &embedded, "--pins", "--commit", &commit]);
+    assert_eq!(both.status.code(), Some(2), "--pins with --commit");
 }

@@ -27,6 +27,7 @@ pub struct GenerationBatch {
 /// One flushed generation, opened once for the fold: first its tombstones (the fold
 /// must know every deleted key before it passes any table), then its rows.
 pub struct Generation {
+    pending: PendingGeneration,
     dataset: Dataset,
     path: String,
     table: String,
@@ -45,10 +46,16 @@ impl Generation {
             .await
             .context(StorageSnafu)?;
         Ok(Generation {
+            pending: generation.clone(),
             dataset,
             path,
             table: at.table().to_owned(),
         })
+    }
+
+    /// What the shard's state says of this generation (its number, its rows).
+    pub fn pending(&self) -> &PendingGeneration {
+        &self.pending
     }
 
     fn lance(&self, action: &'static str) -> LanceSnafu<&'static str, String> {

@@ -22,7 +22,7 @@ use lance::dataset::{MergeInsertBuilder, WhenMatched, WhenNotMatched, WhenNotMat
 use lance_table::system_index::mem_wal::CompactedSsTable;
 use snafu::ResultExt;
 use tributary_embed::Embedder;
-use tributary_memwal_adapter::{table_state, Generation, MemWalTable, PendingGeneration};
+use tributary_memwal_adapter::{table_state, Generation, MemWalTable};
 use tributary_publisher::{BranchName, CommitId, CommitRecord, FoldedShard};
 use tributary_schema::{Catalog, TablePath, TypeDef, TypeKind};
 use uuid::Uuid;
@@ -171,13 +171,20 @@ impl FoldOutcome {
 /// tombstone. An edge table may have none, and only lose the edges of deleted nodes.
 struct TablePlan<'c> {
     ty: &'c TypeDef,
-    /// The table's MemWAL on the branch's lineage.
-    at: MemWalTable,
-    shards: Vec<(Uuid, Vec<PendingGeneration>)>,
-    /// The generations of `shards`, in the same order, opened once: their tombstones are
-    /// read when the fold is planned, their rows when their table is passed.
-    opened: Vec<Vec<Generation>>,
+    /// Per shard, the generations to fold, oldest first, each opened once: their
+    /// tombstones are read when the fold is planned, their rows when the table is passed.
+    shards: Vec<(Uuid, Vec<Generation>)>,
     tombstoned: Vec<String>,
+}
+
+impl TablePlan<'_> {
+    /// The rows of every generation the plan folds.
+    fn pending_rows(&self) -> u64 {
+        self.shards
+            .iter()
+            .flat_map(|(_, generations)| generations.iter().map(|g| g.pending().rows))
+            .sum()
+    }
 }
 
 /// A fold joins its rows to the table through the key's index only while they are fewer
@@ -205,7 +212,7 @@ pub async fn fold_pending(
     let head = target.publisher.head(branch).await.context(PublishSnafu)?;
     let lineage = head.lineage.as_deref();
     let (plans, complete) = plan(target, catalog, lineage, settings.max_rows).await?;
-    let plans = with_tombstones(target, catalog, lineage, plans).await?;
+    let plans = with_tombstones(catalog, plans).await?;
     timings.plan_ms = ms_since(started);
     if plans.is_empty() {
         return Ok(FoldOutcome {
@@ -254,16 +261,12 @@ pub async fn fold_pending(
             .iter()
             .filter_map(|(shard, gens)| {
                 gens.last()
-                    .map(|g| CompactedSsTable::new(*shard, g.generation))
+                    .map(|g| CompactedSsTable::new(*shard, g.pending().generation))
             })
             .collect();
         let mut builder = MergeInsertBuilder::try_new(dataset.clone(), vec!["id".to_owned()])
             .context(lance("stage fold"))?;
-        let pending: u64 = plan
-            .shards
-            .iter()
-            .flat_map(|(_, generations)| generations.iter().map(|g| g.rows))
-            .sum();
+        let pending = plan.pending_rows();
         let table_rows = dataset
             .count_rows(None)
             .await
@@ -460,7 +463,11 @@ async fn plan<'c>(
                     }
                     budget = budget.saturating_sub(generation.rows);
                     taken_any = true;
-                    taken.push(generation);
+                    taken.push(
+                        Generation::open(target.store, &at, shard.shard, &generation)
+                            .await
+                            .context(MemWalSnafu)?,
+                    );
                 }
                 if !taken.is_empty() {
                     shards.push((shard.shard, taken));
@@ -469,9 +476,7 @@ async fn plan<'c>(
             if !shards.is_empty() {
                 plans.push(TablePlan {
                     ty,
-                    at,
                     shards,
-                    opened: Vec::new(),
                     tombstoned: Vec::new(),
                 });
             }
@@ -483,23 +488,13 @@ async fn plan<'c>(
 /// The keys each plan's generations tombstone, and a plan for every other edge table
 /// whose end type lost nodes: the edges of a deleted node go in the same commit.
 async fn with_tombstones<'c>(
-    target: GraphTarget<'_>,
     catalog: &'c Catalog,
-    lineage: Option<&str>,
     mut plans: Vec<TablePlan<'c>>,
 ) -> Result<Vec<TablePlan<'c>>> {
     for plan in &mut plans {
         let mut keys = std::collections::BTreeSet::new();
-        for (shard, generations) in &plan.shards {
-            let mut opened = Vec::with_capacity(generations.len());
-            for generation in generations {
-                let generation = Generation::open(target.store, &plan.at, *shard, generation)
-                    .await
-                    .context(MemWalSnafu)?;
-                keys.extend(generation.tombstones().await.context(MemWalSnafu)?);
-                opened.push(generation);
-            }
-            plan.opened.push(opened);
+        for generation in plan.shards.iter().flat_map(|(_, generations)| generations) {
+            keys.extend(generation.tombstones().await.context(MemWalSnafu)?);
         }
         plan.tombstoned = keys.into_iter().collect();
     }
@@ -519,9 +514,7 @@ async fn with_tombstones<'c>(
         .collect();
     plans.extend(cascaded.into_iter().map(|ty| TablePlan {
         ty,
-        at: MemWalTable::on(&ty.table_path(), lineage),
         shards: Vec::new(),
-        opened: Vec::new(),
         tombstoned: Vec::new(),
     }));
     Ok(plans)
@@ -657,20 +650,16 @@ impl TablePass<'_, '_> {
     ) -> Result<PassOutcome> {
         use std::time::Instant;
         let ty = self.plan.ty;
-        let expected: u64 = self
-            .plan
-            .shards
-            .iter()
-            .flat_map(|(_, generations)| generations.iter().map(|g| g.rows))
-            .sum();
+        let expected = self.plan.pending_rows();
         let mut table_rows = 0;
         let mut folded = Vec::new();
         let tombstoned: std::collections::HashSet<&str> =
             self.plan.tombstoned.iter().map(String::as_str).collect();
         let mut written_again = std::collections::HashSet::new();
-        for ((shard, generations), opened) in self.plan.shards.iter().zip(&self.plan.opened) {
+        for (shard, generations) in &self.plan.shards {
             let mut shard_rows = 0;
-            for (generation, opened) in generations.iter().zip(opened).rev() {
+            for opened in generations.iter().rev() {
+                let generation = opened.pending();
                 let mut stream = opened
                     .rows(self.schema.clone())
                     .await
@@ -774,8 +763,8 @@ impl TablePass<'_, '_> {
                 folded.push(FoldedShard {
                     table: self.path.clone(),
                     shard: shard.to_string(),
-                    first_generation: first.generation,
-                    last_generation: last.generation,
+                    first_generation: first.pending().generation,
+                    last_generation: last.pending().generation,
                     rows: shard_rows,
                 });
             }

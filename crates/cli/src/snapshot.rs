@@ -44,9 +44,10 @@ pub async fn run(
         let pin = opened.unpin(name).await?;
         return output::write_batch(out, format, &pin_rows(&[pin])).map_err(Failure::io);
     }
-    let at = args.at.at()?;
+    let mut at = args.at.at()?;
     if let Some(name) = &args.pin {
-        opened.pin(name, &at).await?;
+        // Describe the commit pinned, not the branch's head again: it may have moved.
+        at = tributary::At::Commit(opened.pin(name, &at).await?.commit);
     }
     let snapshot = opened.snapshot(&at).await?;
     write_snapshot(out, format, &snapshot)

@@ -53,10 +53,10 @@ const KEY_INDEX: &str = "manifest_key";
 const MAX_UNINDEXED_FRAGMENTS: usize = 8;
 
 /// The manifest's own Lance versions older than this are removed at upkeep. Readers need
-/// only its latest version (commits are rows, kept in every version), and a fresh
-/// process finds the latest by listing them all: at 4,000 commits that listing was half
-/// of what opening a graph cost. The window covers a reader still reading a version
-/// another process just replaced.
+/// only its latest version (commits are rows, kept in every version), which Lance finds
+/// on a local disk by listing every version (pylance: 0.3 ms at 80 versions, 5.3 ms at
+/// 4,000), and old versions hold the fragments compaction replaced. The window covers a
+/// reader still reading a version another process just replaced.
 pub const MANIFEST_VERSIONS_KEPT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Compaction's target fragment size. Fragments that reach it are never rewritten (commit

@@ -6,6 +6,7 @@
 mod acknowledged;
 mod branch_ingest;
 mod branches;
+mod changes;
 mod cleanup;
 mod columns;
 mod deletes;

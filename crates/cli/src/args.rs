@@ -8,7 +8,7 @@ use crate::backend::ServerArgs;
 use crate::output::Format;
 use crate::query::{AtArgs, ViewArgs};
 use crate::Failure;
-use crate::{branch, embedder, query, serve, snapshot};
+use crate::{branch, changes, embedder, query, serve, snapshot};
 
 pub(crate) const EXIT_HELP: &str =
     "Exit status: 0 success (also when the reader of the output goes \
@@ -211,6 +211,15 @@ pub(crate) enum Command {
     /// lance.dataset(uri).checkout_version((lance_branch, version))). Like a branch head, a
     /// pin keeps its tables' versions from the pinned one on.
     Snapshot(snapshot::SnapshotArgs),
+    /// Print what each commit after `--since` changed, in commit order, as NDJSON: per
+    /// type the rows inserted and updated (`"op":"insert"`/`"update"`, every column under
+    /// `row`) and the keys deleted (`"op":"delete"`), then a `"op":"commit"` record naming
+    /// the commit. Store that id with what you applied and pass it as `--since` to resume
+    /// exactly after it. Computed from the Lance versions each commit pins, never by
+    /// comparing whole tables.
+    ///
+    /// Example: tributary changes g --since head --follow | my-consumer
+    Changes(changes::ChangesArgs),
     /// Create, list, delete and merge branches. Every read and write command takes
     /// `--branch NAME`, streaming ingest and its folds included.
     #[command(subcommand)]

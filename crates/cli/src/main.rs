@@ -4,6 +4,7 @@ mod allocator;
 mod args;
 mod backend;
 mod branch;
+mod changes;
 mod documents;
 mod embedder;
 mod failure;
@@ -395,6 +396,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         Command::Completions { .. } | Command::Man { .. } | Command::Openapi => Ok(()),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Snapshot(args) => snapshot::run(args, &server, format, &mut out).await,
+        Command::Changes(args) => changes::run(args, &server, &mut out).await,
         Command::Embedder(args) => embedder::run(args, &server, format, &mut out).await,
         Command::Query(args) => {
             query::run(args, tributary::Language::Cypher, &server, format, &mut out).await

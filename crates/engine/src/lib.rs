@@ -75,12 +75,16 @@ pub use producers::{Producer, ProducerStatus};
 pub use query::{parse_assignment, Language, Params, QueryRequest};
 pub use read::{Direction, ReadOptions, SearchQuery, View, MAX_READ_LIMIT, MAX_SEARCH_K};
 pub use schema_change::SchemaOutcome;
+pub use snapshots::{ChangesQuery, CHANGES_PAGE_ROWS};
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
 pub use tributary_embed::{
     EmbedError, Embedder, EmbedderConfig, HttpSettings, Lexical, DEFAULT_KEY_VARIABLE,
 };
-pub use tributary_feed::{Pin, Snapshot, SnapshotColumn, SnapshotTable, TableRole};
+pub use tributary_feed::{
+    heartbeat, ChangeRecord, CommitEnd, Heartbeat, KeyChange, Pin, RowChange, Snapshot,
+    SnapshotColumn, SnapshotTable, TableRole,
+};
 pub use tributary_storage::ErrorKind;
 pub use tributary_storage::{SessionCaches, StoreOptions};
 pub use writes::Writes;

@@ -160,14 +160,14 @@ impl Graph {
         let mut lines: Vec<(String, String)> = Vec::new();
         for ty in ordered {
             let path = ty.table_path();
-            let theirs_changed = self.changes(ty, &base, &theirs, &path).await?;
+            let theirs_changed = self.changes_since_base(ty, &base, &theirs, &path).await?;
             if theirs_changed.is_empty() {
                 continue;
             }
             let ours_changed = if fast_forward {
                 Changes::default()
             } else {
-                self.changes(ty, &base, &ours, &path).await?
+                self.changes_since_base(ty, &base, &ours, &path).await?
             };
             let mut take = Vec::new();
             let mut take_lines = Vec::new();
@@ -355,7 +355,7 @@ impl Graph {
     }
 
     /// What `side` changed in `ty`'s table since `base`.
-    async fn changes(
+    async fn changes_since_base(
         &self,
         ty: &TypeDef,
         base: &CommitRecord,

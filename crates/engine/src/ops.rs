@@ -8,9 +8,9 @@ use std::time::Duration;
 use arrow_array::RecordBatch;
 
 use crate::{
-    At, CleanupReport, CommitRecord, Direction, EmbedderConfig, FoldOutcome, Graph, IngestStatus,
-    LoadOptions, LoadOutcome, MergeOutcome, Pin, PublisherKind, QueryRequest, ReadOptions,
-    RejectPolicy, Result, SchemaOutcome, SearchQuery, Snapshot, View,
+    At, ChangeRecord, ChangesQuery, CleanupReport, CommitRecord, Direction, EmbedderConfig,
+    FoldOutcome, Graph, IngestStatus, LoadOptions, LoadOutcome, MergeOutcome, Pin, PublisherKind,
+    QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, Snapshot, View,
 };
 
 #[async_trait::async_trait]
@@ -109,6 +109,10 @@ pub trait GraphOps: Send + Sync {
 
     /// Every pin.
     async fn pins(&self) -> Result<Vec<Pin>>;
+
+    /// One page of the change feed: the commits after `query.since`, oldest first, each
+    /// as its change records closed by a `commit` record.
+    async fn changes(&self, query: &ChangesQuery) -> Result<Vec<ChangeRecord>>;
 }
 
 #[async_trait::async_trait]
@@ -241,5 +245,9 @@ impl GraphOps for Graph {
 
     async fn pins(&self) -> Result<Vec<Pin>> {
         Graph::pins(self).await
+    }
+
+    async fn changes(&self, query: &ChangesQuery) -> Result<Vec<ChangeRecord>> {
+        Graph::changes(self, query).await
     }
 }

@@ -10,10 +10,10 @@ use arrow_array::RecordBatch;
 use serde::de::DeserializeOwned;
 
 use crate::{
-    At, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error, ErrorKind, FoldOutcome,
-    GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome, MergeOutcome, Pin,
-    PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery,
-    Snapshot, View,
+    At, ChangeRecord, ChangesQuery, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error,
+    ErrorKind, FoldOutcome, GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome,
+    MergeOutcome, Pin, PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result,
+    SchemaOutcome, SearchQuery, Snapshot, View,
 };
 
 /// Media type of an Arrow IPC stream: what a client asks for to get rows as Arrow.
@@ -337,5 +337,20 @@ impl<T: Transport> GraphOps for T {
 
     async fn pins(&self) -> Result<Vec<Pin>> {
         json(self.send(WireRequest::get("/pins")).await?)
+    }
+
+    async fn changes(&self, query: &ChangesQuery) -> Result<Vec<ChangeRecord>> {
+        let mut request = WireRequest::get("/changes")
+            .query("branch", &query.branch)
+            .query("since", &query.since)
+            .query("limit", query.max_commits);
+        if !query.types.is_empty() {
+            request = request.query("types", query.types.join(","));
+        }
+        let body = self.send(request).await?;
+        body.split(|&byte| byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).map_err(|e| unreadable("change record", e)))
+            .collect()
     }
 }

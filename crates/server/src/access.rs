@@ -71,7 +71,7 @@ pub fn main_branch() -> String {
 
 /// `fresh=true` from a query string. Query values are strings, and a flattened struct
 /// (the endpoints' parameters embed [`AtParams`]) is handed them as such.
-fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+pub(crate) fn flag<'de, D: Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Flag {

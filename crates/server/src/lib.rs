@@ -10,6 +10,7 @@ mod access;
 mod admission;
 mod auth;
 mod branches;
+mod changes;
 mod connection;
 mod embedder;
 mod error;

@@ -12,7 +12,7 @@ use utoipa::openapi::{Content, OpenApi, Ref};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{branches, embedder, ingest, query, routes as handlers, snapshots, AppState};
+use crate::{branches, changes, embedder, ingest, query, routes as handlers, snapshots, AppState};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -63,6 +63,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(snapshots::snapshot))
             .routes(routes!(snapshots::list))
             .routes(routes!(snapshots::pin, snapshots::unpin))
+            .routes(routes!(changes::changes))
             .split_for_parts();
     document.info.version = env!("CARGO_PKG_VERSION").to_owned();
     add_error_answers(&mut document);

@@ -628,3 +628,137 @@ fn snapshots_and_pins_from_the_command_line() {
     let both = run(&["snapshot", &embedded, "--pins", "--commit", &commit]);
     assert_eq!(both.status.code(), Some(2), "--pins with --commit");
 }
+
+/// `changes` prints the same records embedded and remote; `--follow` prints a commit as it
+/// is published, and a consumer resumes after the last commit record it stored.
+#[test]
+fn changes_from_the_command_line() {
+    use std::io::{BufRead, BufReader};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let served = serve(&root, &["--init"]);
+    let schema = examples().join("schema.tg").to_string_lossy().into_owned();
+    let data = examples()
+        .join("data.ndjson")
+        .to_string_lossy()
+        .into_owned();
+    let update = examples()
+        .join("update.ndjson")
+        .to_string_lossy()
+        .into_owned();
+    let remote = |args: &[&str]| -> String {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--server", &served.url]);
+        ok(&all)
+    };
+    let embedded = root.join("e").to_string_lossy().into_owned();
+    let first = |init: String| -> String {
+        let init: serde_json::Value = serde_json::from_str(&init).unwrap();
+        init["commit"].as_str().unwrap().to_owned()
+    };
+    let remote_start = first(remote(&[
+        "init", "g", "--schema", &schema, "--format", "json",
+    ]));
+    let embedded_start = first(ok(&[
+        "init", &embedded, "--schema", &schema, "--format", "json",
+    ]));
+    for file in [&data, &update] {
+        remote(&["load", "g", file]);
+        ok(&["load", &embedded, file]);
+    }
+    // What each record says, without the commit ids and times of one graph.
+    let shape = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(|line| {
+                let record: serde_json::Value = serde_json::from_str(line).unwrap();
+                match record["op"].as_str().unwrap() {
+                    "commit" => format!(
+                        "commit {} {} {} {}",
+                        record["kind"], record["inserted"], record["updated"], record["deleted"]
+                    ),
+                    op => format!(
+                        "{op} {} {} {}",
+                        record["type"], record["key"], record["row"]
+                    ),
+                }
+            })
+            .collect()
+    };
+    let there = remote(&["changes", "g", "--since", &remote_start]);
+    let here = ok(&["changes", &embedded, "--since", &embedded_start]);
+    assert_eq!(shape(&there), shape(&here));
+    let commits: Vec<String> = shape(&here)
+        .into_iter()
+        .filter(|line| line.starts_with("commit"))
+        .collect();
+    assert_eq!(
+        commits,
+        [
+            "commit \"load\" 7903 0 0".to_owned(),
+            "commit \"load\" 0 1 0".to_owned()
+        ]
+    );
+    let only_first = ok(&[
+        "changes",
+        &embedded,
+        "--since",
+        &embedded_start,
+        "--limit",
+        "1",
+    ]);
+    assert_eq!(only_first.lines().count(), 7904);
+    let companies = ok(&[
+        "changes",
+        &embedded,
+        "--since",
+        &embedded_start,
+        "--types",
+        "Company",
+    ]);
+    assert_eq!(companies.lines().count(), 100 + 2, "100 rows, 2 commits");
+
+    // A follower sees the next commit as it is published.
+    let mut follower = bin()
+        .args([
+            "changes",
+            "g",
+            "--since",
+            "head",
+            "--follow",
+            "--server",
+            &served.url,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follower.stdout.take().unwrap()).lines();
+    // Give the follower its head before the next commit exists.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let loaded: serde_json::Value =
+        serde_json::from_str(&remote(&["load", "g", &update, "--format", "json"])).unwrap();
+    let mut got = Vec::new();
+    let closed = loop {
+        let line = lines.next().unwrap().unwrap();
+        let record: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if record["op"] == "commit" {
+            break record["commit"].as_str().unwrap().to_owned();
+        }
+        got.push(record);
+    };
+    let _ = follower.kill();
+    let _ = follower.wait();
+    assert_eq!(closed, loaded["commit"].as_str().unwrap());
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["op"], "update");
+    // Resumed after the commit it stored: nothing new.
+    assert_eq!(remote(&["changes", "g", "--since", &closed]), "");
+
+    let unknown = run(&["changes", &embedded, "--since", "000000000000"]);
+    assert_eq!(unknown.status.code(), Some(66), "not found");
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("000000000000"));
+    let no_type = run(&["changes", &embedded, "--since", "head", "--types", "Nope"]);
+    assert_eq!(no_type.status.code(), Some(66));
+    assert!(String::from_utf8_lossy(&no_type.stderr).contains("Nope"));
+}

@@ -561,3 +561,103 @@ def test_a_branch_snapshot_opens_on_its_lance_branch(graph):
     assert sorted(people.to_table(columns=["id"]).column("id").to_pylist()) == ["ada", "bob"]
     main = graph.datasets()["Person"]
     assert main.to_table(columns=["id"]).column("id").to_pylist() == ["ada"]
+
+
+def apply(mirror, change):
+    """A consumer: (type, key) -> row, from one commit's batches."""
+    for batch in change.batches:
+        for row in batch.rows.to_pylist():
+            key = (batch.type, row["id"])
+            if batch.op == "insert":
+                assert key not in mirror, key
+                mirror[key] = row
+            elif batch.op == "update":
+                assert key in mirror, key
+                mirror[key] = row
+            else:
+                assert mirror.pop(key, None) is not None, key
+
+
+def test_a_consumer_of_the_change_feed_ends_equal_to_the_graph_and_resumes(graph):
+    start = graph.commits(limit=1)[0]["id"]
+    graph.load([person(f"p{i}", i) for i in range(10)]
+               + [{"type": "Company", "data": {"name": c}} for c in ("acme", "globex")]
+               + [{"edge": "WorksAt", "from": f"p{i}", "to": "acme"} for i in range(0, 5)])
+    graph.ingest([person("p1", 50), {"delete": "Person", "key": "p2"},
+                  {"type": "Person", "patch": {"name": "p3", "bio": "patched"}},
+                  person("p10", 10)])
+    graph.fold()
+    graph.create_branch("side")
+    graph.load([person("p11", 11), person("p4", 44),
+                {"edge": "WorksAt", "from": "p11", "to": "globex"}], branch="side")
+    graph.merge("side")
+    graph.load([{"delete": "Person", "key": "p0"}])
+
+    # The consumer stores its mirror with the last commit it applied; the first run
+    # stops half-way through a commit (a crash) and the second resumes from what it stored.
+    stored = ({}, start)
+    mirror = {}
+    for n, change in enumerate(graph.changes(stored[1])):
+        if n == 2:
+            half = CommitHalf(change)
+            apply(mirror, half)
+            break  # killed: the half-applied commit was never stored
+        apply(mirror, change)
+        stored = (dict(mirror), change.commit)
+    mirror = dict(stored[0])
+    kinds = []
+    for change in graph.changes(stored[1]):
+        apply(mirror, change)
+        stored = (dict(mirror), change.commit)
+        kinds.append(change.kind)
+    assert stored[1] == graph.commits(limit=1)[0]["id"]
+    assert "merge" in kinds and "load" in kinds
+
+    expected = {}
+    for ty in ("Person", "Company", "WorksAt"):
+        for row in graph.read(ty).to_pylist():
+            expected[(ty, row["id"])] = row
+    assert len(expected) > 5
+    assert mirror.keys() == expected.keys()
+    for key, row in expected.items():
+        got = mirror[key]
+        for column, value in row.items():
+            if isinstance(value, float) or (isinstance(value, list) and value
+                                            and isinstance(value[0], float)):
+                assert got[column] == pytest.approx(value), (key, column)
+            else:
+                assert got[column] == value, (key, column)
+
+    people = next(graph.changes(start, types=["Person"]))
+    assert {b.type for b in people.batches} == {"Person"}
+    with pytest.raises(tributary.NotFound):
+        next(graph.changes("000000000000"))
+
+
+class CommitHalf:
+    """The first half of a commit's batches: what a consumer killed mid-commit applied."""
+
+    def __init__(self, change):
+        self.batches = change.batches[: max(1, len(change.batches) // 2)]
+
+
+def test_following_the_feed_yields_a_commit_once_it_is_published(graph):
+    graph.load([person("ada", 36)])
+    got = []
+
+    def follow():
+        for change in graph.changes("head", follow=True, limit=1, heartbeat_secs=1):
+            got.append(change)
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    import time
+
+    time.sleep(1.5)
+    graph.ingest([person("ada", 37), person("bob", 41)])
+    graph.fold()
+    follower.join(timeout=30)
+    assert not follower.is_alive()
+    assert len(got) == 1 and got[0].kind == "fold"
+    ops = {(b.type, b.op): b.rows.column("id").to_pylist() for b in got[0].batches}
+    assert ops == {("Person", "insert"): ["bob"], ("Person", "update"): ["ada"]}

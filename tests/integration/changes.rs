@@ -96,7 +96,9 @@ async fn graph_rows(graph: &Graph) -> Mirror {
         };
         let batch = graph.read(ty, &options).await.unwrap();
         let mut bytes = Vec::new();
-        let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
+        let mut writer = arrow_json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, arrow_json::writer::JsonArray>(&mut bytes);
         writer.write(&batch).unwrap();
         writer.finish().unwrap();
         let parsed: Vec<Row> = if batch.num_rows() == 0 {

@@ -53,7 +53,7 @@ pub struct RowChange {
     #[serde(rename = "type")]
     pub type_name: String,
     pub key: String,
-    /// Every column of the row, as `read` prints it.
+    /// Every column of the row (a null as `null`).
     #[schema(value_type = Object)]
     pub row: serde_json::Map<String, serde_json::Value>,
 }
@@ -266,13 +266,16 @@ fn push_records(changes: &CommitChanges, records: &mut Vec<ChangeRecord>) -> Res
     Ok(())
 }
 
-/// Rows as JSON objects, as `read` prints them.
+/// Rows as JSON objects, every column named (a null as `null`), so a consumer applying an
+/// update sets every field.
 fn json_rows(
     batch: &arrow_array::RecordBatch,
     type_name: &str,
 ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
     let mut bytes = Vec::new();
-    let mut writer = arrow_json::ArrayWriter::new(&mut bytes);
+    let mut writer = arrow_json::WriterBuilder::new()
+        .with_explicit_nulls(true)
+        .build::<_, arrow_json::writer::JsonArray>(&mut bytes);
     writer.write(batch).context(ArrowSnafu {
         action: format!("write the changed rows of `{type_name}` as JSON"),
     })?;

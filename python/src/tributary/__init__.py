@@ -8,7 +8,7 @@
     table = people.read("Person", fresh=True)  # a pyarrow.Table
 """
 
-from .client import Ack, Client, Graph, IngestResult
+from .client import Ack, ChangeBatch, Client, CommitChanges, Graph, IngestResult
 from .errors import (
     Conflict,
     Fenced,
@@ -25,6 +25,8 @@ from .errors import (
 
 __all__ = [
     "Ack",
+    "ChangeBatch",
+    "CommitChanges",
     "Client",
     "Graph",
     "IngestResult",

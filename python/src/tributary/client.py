@@ -50,6 +50,67 @@ class IngestResult:
     duplicates: int = 0
 
 
+@dataclass
+class ChangeBatch:
+    """One type's changes of one kind in a commit. ``op`` is ``insert`` (keys the parent
+    did not have) or ``update`` (keys it had; ``rows`` holds their new values, every
+    column), or ``delete`` (``rows`` holds the deleted keys, in ``id``)."""
+
+    type: str
+    op: str
+    rows: pa.Table
+
+
+@dataclass
+class CommitChanges:
+    """What one commit changed, in the order to apply it: node rows before the edges
+    that reach them, deleted edges before their nodes. Store ``commit`` with what you
+    applied, and pass it as ``since`` to resume exactly after it."""
+
+    commit: str
+    parent: Optional[str]
+    branch: str
+    kind: str
+    time: str
+    inserted: int
+    updated: int
+    deleted: int
+    batches: List[ChangeBatch] = field(default_factory=list)
+
+
+def _commit_changes(end: Dict[str, Any], records: List[Dict[str, Any]]) -> CommitChanges:
+    batches: List[ChangeBatch] = []
+    group: List[Dict[str, Any]] = []
+
+    def close() -> None:
+        if not group:
+            return
+        first = group[0]
+        if first["op"] == "delete":
+            rows = pa.table({"id": pa.array([r["key"] for r in group], pa.string())})
+        else:
+            rows = pa.Table.from_pylist([r["row"] for r in group])
+        batches.append(ChangeBatch(type=first["type"], op=first["op"], rows=rows))
+        group.clear()
+
+    for record in records:
+        if group and (group[0]["type"], group[0]["op"]) != (record["type"], record["op"]):
+            close()
+        group.append(record)
+    close()
+    return CommitChanges(
+        commit=end["commit"],
+        parent=end.get("parent"),
+        branch=end["branch"],
+        kind=end["kind"],
+        time=end["time"],
+        inserted=end["inserted"],
+        updated=end["updated"],
+        deleted=end["deleted"],
+        batches=batches,
+    )
+
+
 def _encode(line: Line) -> bytes:
     if isinstance(line, dict):
         return json.dumps(line, separators=(",", ":")).encode()
@@ -572,6 +633,56 @@ class Graph:
                     table["uri"], version=table["version"]
                 )
         return opened
+
+    def changes(
+        self,
+        since: str,
+        *,
+        branch: str = "main",
+        types: Optional[Sequence[str]] = None,
+        follow: bool = False,
+        limit: Optional[int] = None,
+        heartbeat_secs: Optional[int] = None,
+    ) -> Iterator[CommitChanges]:
+        """The commits of ``branch`` after ``since`` (a commit id, or ``"head"`` for the
+        branch's head now), oldest first, each as a :class:`CommitChanges` of pyarrow
+        batches. With ``follow=True`` it waits for new commits (folds, loads, merges) and
+        yields them as they are published, until ``limit`` commits or the caller stops.
+
+        A commit not in the branch's history, or one whose versions cleanup removed (the
+        message names the oldest commit to resume after), raises
+        :class:`tributary.NotFound`. A connection that breaks raises
+        :class:`tributary.Unavailable`: resume after the last commit you stored."""
+        params = _params(
+            branch=branch,
+            since=since,
+            types=",".join(types) if types else None,
+            follow=follow,
+            limit=limit,
+            heartbeat_secs=heartbeat_secs,
+        )
+        try:
+            with self._client._http.stream(
+                "GET", f"{self._base}/changes", params=params
+            ) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    _raise_for(response)
+                records: List[Dict[str, Any]] = []
+                for text in response.iter_lines():
+                    if not text.strip():
+                        continue
+                    record = json.loads(text)
+                    op = record["op"]
+                    if op == "heartbeat":
+                        continue
+                    if op == "commit":
+                        yield _commit_changes(record, records)
+                        records = []
+                    else:
+                        records.append(record)
+        except httpx.TransportError as error:
+            raise _unreachable(error) from error
 
     def pin(
         self, name: str, *, branch: Optional[str] = None, commit: Optional[str] = None

@@ -14,6 +14,7 @@ mod branches;
 #[path = "scenarios/commit_point.rs"]
 mod commit_point;
 #[path = "scenarios/fold.rs"]
+mod feed;
 mod fold;
 #[path = "scenarios/heap.rs"]
 mod heap;
@@ -55,6 +56,10 @@ struct Settings {
     cold_read_commits: &'static [usize],
     /// (base rows, pending rows) of the fold-vs-raw-merge scenario.
     fold_merge: &'static [(usize, usize)],
+    /// The feed's replay: a table of this many rows, and a fold changing this many.
+    feed: (usize, usize),
+    /// Commits a following consumer times.
+    feed_follow_commits: usize,
     /// (base rows, pending lines) of the fold of upserts beside one with 10% deletes and
     /// 10% patches.
     fold_mix: &'static [(usize, usize)],
@@ -329,7 +334,7 @@ async fn load_thousand_rows(settings: &Settings) -> f64 {
 }
 
 /// Scenario groups, selectable with `--only=GROUP[,GROUP]` (all by default).
-const GROUPS: [&str; 15] = [
+const GROUPS: [&str; 16] = [
     "load",
     "ingest",
     "fold",
@@ -345,6 +350,7 @@ const GROUPS: [&str; 15] = [
     "branches",
     "queries",
     "publishers",
+    "feed",
 ];
 
 fn main() {
@@ -380,6 +386,16 @@ fn main() {
             .build()
             .expect("runtime");
         runtime.block_on(http::server_process(&spec));
+        return;
+    }
+    if let Some(spec) =
+        std::env::args().find_map(|a| a.strip_prefix(feed::FEED_FLAG).map(str::to_owned))
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(feed::feed_process(&spec));
         return;
     }
     if let Some(spec) =
@@ -428,6 +444,8 @@ fn main() {
             commit_rounds: 20,
             branches: (10_000, 1_000),
             queries: (20_000, 100_000, 3),
+            feed: (10_000, 10_000),
+            feed_follow_commits: 20,
         }
     } else {
         Settings {
@@ -452,6 +470,8 @@ fn main() {
             commit_rounds: 100,
             branches: (1_000_000, 1_000),
             queries: (1_000_000, 5_000_000, 5),
+            feed: (1_000_000, 1_000_000),
+            feed_follow_commits: 200,
         }
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -593,6 +613,11 @@ fn main() {
         if runs("branches") {
             let (base, changed) = settings.branches;
             branches::costs(base, changed).await;
+        }
+        if runs("feed") {
+            let (base, changed) = settings.feed;
+            feed::replay(base, changed).await;
+            feed::follow_delay(settings.feed_follow_commits, Duration::from_millis(50)).await;
         }
         if runs("queries") {
             let (nodes, edges, query_runs) = settings.queries;

@@ -350,7 +350,13 @@ impl<T: Transport> GraphOps for T {
         let body = self.send(request).await?;
         body.split(|&byte| byte == b'\n')
             .filter(|line| !line.is_empty())
-            .map(|line| serde_json::from_slice(line).map_err(|e| unreadable("change record", e)))
+            .map(|line| {
+                std::str::from_utf8(line)
+                    .map_err(|e| unreadable("change record", e))
+                    .and_then(|line| {
+                        ChangeRecord::from_line(line).map_err(|e| unreadable("change record", e))
+                    })
+            })
             .collect()
     }
 }

@@ -422,7 +422,7 @@ async fn scan(
         .with_context(|_| read())
 }
 
-fn key_column<'a>(batch: &'a RecordBatch, path: &str) -> Result<&'a StringArray> {
+pub(crate) fn key_column<'a>(batch: &'a RecordBatch, path: &str) -> Result<&'a StringArray> {
     batch
         .column_by_name("id")
         .and_then(|column| column.as_any().downcast_ref::<StringArray>())

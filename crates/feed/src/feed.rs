@@ -30,8 +30,8 @@ pub struct ChangesRequest {
     pub max_rows: usize,
 }
 
-/// One line of the feed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+/// One line of the feed (read one back with [`ChangeRecord::from_line`]).
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ChangeRecord {
     /// A row whose key the commit's parent did not have.
@@ -47,18 +47,18 @@ pub enum ChangeRecord {
     Heartbeat(Heartbeat),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RowChange {
     pub commit: CommitId,
     #[serde(rename = "type")]
     pub type_name: String,
     pub key: String,
-    /// Every column of the row (a null as `null`).
+    /// Every column of the row (a null as `null`), as a JSON object.
     #[schema(value_type = Object)]
-    pub row: serde_json::Map<String, serde_json::Value>,
+    pub row: Box<serde_json::value::RawValue>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct KeyChange {
     pub commit: CommitId,
     #[serde(rename = "type")]
@@ -66,7 +66,7 @@ pub struct KeyChange {
     pub key: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CommitEnd {
     pub commit: CommitId,
     pub parent: Option<CommitId>,
@@ -79,7 +79,7 @@ pub struct CommitEnd {
     pub deleted: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Heartbeat {
     /// The branch's head when the heartbeat was sent.
     pub head: CommitId,
@@ -87,6 +87,29 @@ pub struct Heartbeat {
 }
 
 impl ChangeRecord {
+    /// One NDJSON line of the feed read back. (Serde's tagged enums buffer a record before
+    /// choosing its variant, which a row kept as raw JSON cannot go through: the `op` is
+    /// read first, then the record as its variant's own type.)
+    pub fn from_line(line: &str) -> serde_json::Result<ChangeRecord> {
+        #[derive(Deserialize)]
+        struct Op {
+            op: String,
+        }
+        let Op { op } = serde_json::from_str(line)?;
+        Ok(match op.as_str() {
+            "insert" => ChangeRecord::Insert(serde_json::from_str(line)?),
+            "update" => ChangeRecord::Update(serde_json::from_str(line)?),
+            "delete" => ChangeRecord::Delete(serde_json::from_str(line)?),
+            "commit" => ChangeRecord::Commit(serde_json::from_str(line)?),
+            "heartbeat" => ChangeRecord::Heartbeat(serde_json::from_str(line)?),
+            other => {
+                return Err(serde::de::Error::custom(format!(
+                    "`{other}` is not a change record's op"
+                )))
+            }
+        })
+    }
+
     /// The commit this record closes, for a `commit` record.
     pub fn closes(&self) -> Option<&CommitId> {
         match self {
@@ -221,16 +244,13 @@ fn push_records(changes: &CommitChanges, records: &mut Vec<ChangeRecord>) -> Res
     for table in &changes.tables {
         for (batch, insert) in [(&table.inserted, true), (&table.updated, false)] {
             let Some(batch) = batch else { continue };
-            for row in json_rows(batch, &table.type_def.name)? {
-                let key = row
-                    .get("id")
-                    .and_then(|id| id.as_str())
-                    .unwrap_or_default()
-                    .to_owned();
+            let keys = crate::changes::key_column(batch, &table.type_def.name)?;
+            let rows = json_rows(batch, &table.type_def.name)?;
+            for (key, row) in keys.iter().zip(rows) {
                 let change = RowChange {
                     commit: commit.id.clone(),
                     type_name: table.type_def.name.clone(),
-                    key,
+                    key: key.unwrap_or_default().to_owned(),
                     row,
                 };
                 records.push(if insert {
@@ -266,23 +286,30 @@ fn push_records(changes: &CommitChanges, records: &mut Vec<ChangeRecord>) -> Res
     Ok(())
 }
 
-/// Rows as JSON objects, every column named (a null as `null`), so a consumer applying an
-/// update sets every field.
+/// Each row as its JSON object, every column named (a null as `null`, so a consumer
+/// applying an update sets every field), kept as text: a large commit's page holds one
+/// string per row, not a parsed tree.
 fn json_rows(
     batch: &arrow_array::RecordBatch,
     type_name: &str,
-) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+) -> Result<Vec<Box<serde_json::value::RawValue>>> {
+    let action = || ArrowSnafu {
+        action: format!("write the changed rows of `{type_name}` as JSON"),
+    };
     let mut bytes = Vec::new();
     let mut writer = arrow_json::WriterBuilder::new()
         .with_explicit_nulls(true)
-        .build::<_, arrow_json::writer::JsonArray>(&mut bytes);
-    writer.write(batch).context(ArrowSnafu {
-        action: format!("write the changed rows of `{type_name}` as JSON"),
-    })?;
-    writer.finish().context(ArrowSnafu {
-        action: format!("write the changed rows of `{type_name}` as JSON"),
-    })?;
-    serde_json::from_slice(&bytes).context(UnreadableRowsSnafu { type_name })
+        .build::<_, arrow_json::writer::LineDelimited>(&mut bytes);
+    writer.write(batch).with_context(|_| action())?;
+    writer.finish().with_context(|_| action())?;
+    drop(writer);
+    let text = String::from_utf8(bytes)
+        .map_err(|e| serde::de::Error::custom(format!("changed rows are not UTF-8: {e}")));
+    let text = text.context(UnreadableRowsSnafu { type_name })?;
+    text.lines()
+        .map(|line| serde_json::value::RawValue::from_string(line.to_owned()))
+        .collect::<Result<_, _>>()
+        .context(UnreadableRowsSnafu { type_name })
 }
 
 /// The heartbeat a following stream sends while `head` is the branch's head.

@@ -341,7 +341,7 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// This process's peak resident memory since the last [`reset_peak_rss`], in MiB.
-fn peak_rss_mib() -> f64 {
+pub(crate) fn peak_rss_mib() -> f64 {
     status_mib("VmHWM:")
 }
 

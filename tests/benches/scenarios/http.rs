@@ -65,13 +65,18 @@ pub async fn server_process(spec: &str) {
 }
 
 /// A server process of this binary over the graphs under `root`.
-struct ServerProcess {
+pub(crate) struct ServerProcess {
     child: std::process::Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl ServerProcess {
-    fn start(root: &std::path::Path, streams: usize, folder: Folder, allocator: &str) -> Self {
+    pub(crate) fn start(
+        root: &std::path::Path,
+        streams: usize,
+        folder: Folder,
+        allocator: &str,
+    ) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new(std::env::current_exe().expect("this bench"))
             .arg(format!(
@@ -110,7 +115,7 @@ impl ServerProcess {
     }
 
     /// Close its stdin (it flushes its writers and exits) and wait for it.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         drop(self.child.stdin.take());
         let status = self.child.wait().expect("the server's exit");
         assert!(status.success(), "the server process: {status}");

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 mod branches;
 #[path = "scenarios/commit_point.rs"]
 mod commit_point;
-#[path = "scenarios/fold.rs"]
+#[path = "scenarios/feed.rs"]
 mod feed;
+#[path = "scenarios/fold.rs"]
 mod fold;
 #[path = "scenarios/heap.rs"]
 mod heap;

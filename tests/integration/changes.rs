@@ -87,6 +87,7 @@ fn apply(mirror: &mut Mirror, record: &ChangeRecord) {
             );
         }
         ChangeRecord::Commit(_) | ChangeRecord::Heartbeat(_) => {}
+        ChangeRecord::Error(stopped) => panic!("the feed stopped: {stopped:?}"),
     }
 }
 
@@ -487,4 +488,33 @@ async fn a_commit_whose_upkeep_compacts_the_table_shows_only_its_own_rows() {
         }
     }
     assert_eq!(per_commit, [1; 24]);
+}
+
+#[tokio::test]
+async fn a_column_added_by_a_schema_change_reaches_every_row_as_an_update() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let start = head(&graph).await;
+    load(&graph, &[person("ada", 36), person("bob", 41)]).await;
+    let evolved = tributary_tests::SCHEMA.replace(
+        "  embedding: Vector(8)? @embed(bio)\n}",
+        "  embedding: Vector(8)? @embed(bio)\n  nickname: String?\n  level: I32 = 3\n}",
+    );
+    graph.apply_schema(&evolved).await.unwrap();
+    let records = all_changes(&graph, &start).await;
+    let mut mirror = Mirror::new();
+    for record in &records {
+        apply(&mut mirror, record);
+    }
+    let updates: Vec<Row> = records
+        .iter()
+        .filter_map(|r| match r {
+            ChangeRecord::Update(change) => Some(row_of(change)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(updates.len(), 2, "each stored row, with its new fields");
+    assert!(updates
+        .iter()
+        .all(|row| row["nickname"].is_null() && row["level"] == 3));
+    assert_eq!(mirror, graph_rows(&graph).await);
 }

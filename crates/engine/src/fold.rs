@@ -108,6 +108,8 @@ impl Graph {
         branch: &str,
         policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
+        // Sends acknowledged meanwhile are counted as waiting beside a fold.
+        let _running = tributary_memwal_adapter::fold_running();
         self.fold_claiming(&branch_name(branch)?, policy, Claim::All)
             .await
     }

@@ -83,13 +83,15 @@ pub use tributary_embed::{
 };
 pub use tributary_feed::{
     heartbeat, ChangeRecord, CommitEnd, Heartbeat, KeyChange, Pin, RowChange, Snapshot,
-    SnapshotColumn, SnapshotTable, TableRole,
+    SnapshotColumn, SnapshotTable, StreamError, TableRole,
 };
 pub use tributary_storage::ErrorKind;
 pub use tributary_storage::{SessionCaches, StoreOptions};
 pub use writes::Writes;
 
-pub use tributary_memwal_adapter::{MemWalGarbage, WriterSettings};
+pub use tributary_memwal_adapter::{
+    send_waits, MemWalGarbage, WaitCause, WaitCounts, WriterSettings, BUCKET_MS as WAIT_BUCKET_MS,
+};
 pub use tributary_publisher::{
     BranchName, CommitId, CommitKind, CommitRecord, FoldedShard, InvalidBranchName, PublisherKind,
     MAIN_BRANCH,

@@ -343,20 +343,25 @@ impl<T: Transport> GraphOps for T {
         let mut request = WireRequest::get("/changes")
             .query("branch", &query.branch)
             .query("since", &query.since)
-            .query("limit", query.max_commits);
+            .query("limit", query.max_commits)
+            .query("page", true);
         if !query.types.is_empty() {
             request = request.query("types", query.types.join(","));
         }
         let body = self.send(request).await?;
-        body.split(|&byte| byte == b'\n')
-            .filter(|line| !line.is_empty())
-            .map(|line| {
-                std::str::from_utf8(line)
-                    .map_err(|e| unreadable("change record", e))
-                    .and_then(|line| {
-                        ChangeRecord::from_line(line).map_err(|e| unreadable("change record", e))
-                    })
-            })
-            .collect()
+        let mut records = Vec::new();
+        for line in body.split(|&byte| byte == b'\n').filter(|l| !l.is_empty()) {
+            let record = std::str::from_utf8(line)
+                .map_err(|e| unreadable("change record", e))
+                .and_then(|line| {
+                    ChangeRecord::from_line(line).map_err(|e| unreadable("change record", e))
+                })?;
+            if let ChangeRecord::Error(stopped) = record {
+                let kind = ErrorKind::from_name(&stopped.kind).unwrap_or(ErrorKind::Internal);
+                return Err(Error::remote(kind, stopped.error));
+            }
+            records.push(record);
+        }
+        Ok(records)
     }
 }

@@ -6,9 +6,10 @@
 //! between them has a transaction that says what kind of change it was. A data change
 //! (append, delete, merge-insert) adds fragments and grows deletion vectors, so its
 //! removed rows are the rows its deletion vectors newly cover (read at the version before,
-//! by address) and its added rows are its new fragments. Upkeep versions (compaction,
-//! index segments, column additions) move or describe rows without changing one, and are
-//! passed over. Per key, the first and last of those events give the net change: a key
+//! by address) and its added rows are its new fragments; a fragment that keeps its id but
+//! holds new data (a column added, values patched in place) counts as all its rows removed
+//! and added again. Upkeep versions (compaction, index segments) move or describe rows
+//! without changing one, and are passed over. Per key, the first and last of those events give the net change: a key
 //! that was there before and is there after was updated; there only after, inserted;
 //! there only before, deleted.
 
@@ -16,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use arrow_array::{Array, RecordBatch, StringArray};
 use futures::TryStreamExt;
-use lance::dataset::transaction::{Operation, UpdateMode};
+use lance::dataset::transaction::Operation;
 use lance::dataset::ProjectionRequest;
 use lance::table::format::Fragment;
 use lance::Dataset;
@@ -139,6 +140,14 @@ async fn table_changes(
         net.add_all(&target, path).await?;
         return Ok(net);
     };
+    if to < from {
+        return CannotDescribeSnafu {
+            table: path.to_string(),
+            version: to,
+            operation: format!("a version older than its parent's ({from})"),
+        }
+        .fail();
+    }
     let mut before = open(from).await?;
     for version in from + 1..=to {
         let after = open(version).await?;
@@ -148,7 +157,8 @@ async fn table_changes(
         })?;
         let operation = transaction.as_ref().map(|t| &t.operation);
         match operation {
-            // Rows moved, indexed, described or columns added: no row changed.
+            // Rows moved (compaction keeps every live row, under new fragment ids), indexed
+            // or described: no row changed.
             Some(
                 Operation::Rewrite { .. }
                 | Operation::CreateIndex { .. }
@@ -157,24 +167,17 @@ async fn table_changes(
                 | Operation::UpdateConfig { .. }
                 | Operation::UpdateMemWalState { .. }
                 | Operation::Clone { .. }
-                | Operation::UpdateBases { .. }
-                | Operation::Merge { .. },
+                | Operation::UpdateBases { .. },
             ) => {}
-            Some(Operation::Update {
-                update_mode: Some(UpdateMode::RewriteColumns),
-                ..
-            }) => {
-                // Values patched in place leave no deletion to find the rows by; every
-                // Tributary write sends whole rows, so this is another writer's change.
-                return CannotDescribeSnafu {
-                    table: path.to_string(),
-                    version,
-                    operation: "an in-place column update",
-                }
-                .fail();
-            }
+            // Rows added, deleted, rewritten, or given new column data (a column added,
+            // values patched in place): the fragments say which.
             Some(
-                Operation::Append { .. } | Operation::Delete { .. } | Operation::Update { .. },
+                Operation::Append { .. }
+                | Operation::Delete { .. }
+                | Operation::Update { .. }
+                | Operation::Merge { .. }
+                | Operation::DataReplacement { .. }
+                | Operation::DataOverlay { .. },
             ) => {
                 net.diff(&before, &after, path).await?;
             }
@@ -297,10 +300,18 @@ impl Net {
             after.fragments().iter().map(|f| (f.id, f)).collect();
         let before_ids: HashSet<u64> = before.fragments().iter().map(|f| f.id).collect();
         let mut gone = Vec::new();
+        let mut rewritten = HashSet::new();
         let mut addresses = Vec::new();
         for fragment in before.fragments().iter() {
             match after_ids.get(&fragment.id) {
                 None => gone.push(fragment.clone()),
+                // New data under the same id (a column added, values patched in place):
+                // every live row of it is removed before and added after, so a key still
+                // there is an update with its new values.
+                Some(later) if !same_data(later, fragment) => {
+                    gone.push(fragment.clone());
+                    rewritten.insert(fragment.id);
+                }
                 Some(later) if later.deletion_file != fragment.deletion_file => {
                     let deleted_before = before
                         .get_fragment(fragment.id as usize)
@@ -352,7 +363,7 @@ impl Net {
         let new: Vec<_> = after
             .fragments()
             .iter()
-            .filter(|f| !before_ids.contains(&f.id))
+            .filter(|f| !before_ids.contains(&f.id) || rewritten.contains(&f.id))
             .cloned()
             .collect();
         if !new.is_empty() {
@@ -395,6 +406,11 @@ impl Net {
             type_def,
         })
     }
+}
+
+/// Whether two versions of one fragment hold the same rows' data (their deletions aside).
+fn same_data(a: &Fragment, b: &Fragment) -> bool {
+    a.files == b.files && a.overlays == b.overlays && a.physical_rows == b.physical_rows
 }
 
 /// The live rows of `fragments` of `dataset` (every column, or only `column`).

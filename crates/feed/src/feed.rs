@@ -45,6 +45,9 @@ pub enum ChangeRecord {
     Commit(CommitEnd),
     /// A following stream's sign of life while no commit arrives.
     Heartbeat(Heartbeat),
+    /// Why a stream that had begun cannot go on: its last record. Resume after the last
+    /// `commit` record received.
+    Error(StreamError),
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
@@ -80,6 +83,13 @@ pub struct CommitEnd {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct StreamError {
+    /// The error's kind, as in error bodies (`not_found`, `internal`, …).
+    pub kind: String,
+    pub error: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Heartbeat {
     /// The branch's head when the heartbeat was sent.
     pub head: CommitId,
@@ -102,6 +112,7 @@ impl ChangeRecord {
             "delete" => ChangeRecord::Delete(serde_json::from_str(line)?),
             "commit" => ChangeRecord::Commit(serde_json::from_str(line)?),
             "heartbeat" => ChangeRecord::Heartbeat(serde_json::from_str(line)?),
+            "error" => ChangeRecord::Error(serde_json::from_str(line)?),
             other => {
                 return Err(serde::de::Error::custom(format!(
                     "`{other}` is not a change record's op"
@@ -202,10 +213,9 @@ async fn oldest_readable(
     failed: &CommitRecord,
     chain: &[CommitRecord],
 ) -> Result<CommitId> {
-    let start = chain
-        .iter()
-        .position(|c| c.id == failed.id)
-        .map_or(0, |i| i + 1);
+    // The failed commit itself may still be readable (a version between it and its parent
+    // went): then resuming after it loses only its own changes.
+    let start = chain.iter().position(|c| c.id == failed.id).unwrap_or(0);
     let (mut low, mut high) = (start, chain.len().saturating_sub(1));
     while low < high {
         let middle = (low + high) / 2;

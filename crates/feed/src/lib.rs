@@ -16,7 +16,7 @@ pub use changes::{commit_changes, CommitChanges, TableChanges};
 pub use error::{Error, Result};
 pub use feed::{
     changes_page, heartbeat, ChangeRecord, ChangesRequest, CommitEnd, Heartbeat, KeyChange,
-    RowChange,
+    RowChange, StreamError,
 };
 pub use pins::{pin, pins, unpin, Pin};
 pub use snapshot::{Snapshot, SnapshotColumn, SnapshotTable, TableRole};

@@ -13,6 +13,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
 
 use arrow_array::RecordBatch;
 use lance::dataset::mem_wal::ShardWriter;
@@ -20,6 +21,7 @@ use tokio::sync::{oneshot, Notify};
 use uuid::Uuid;
 
 use crate::error::{from_lance, Error, Result};
+use crate::waits::{self, WaitCause};
 
 /// A shard writer whose puts are grouped.
 pub(crate) struct GroupWriter {
@@ -59,6 +61,7 @@ struct Queue {
 }
 
 struct Waiting {
+    queued_at: Instant,
     kind: Kind,
     batch: RecordBatch,
     done: oneshot::Sender<Result<()>>,
@@ -129,7 +132,12 @@ impl GroupWriter {
                 });
             }
             queue.waiting_bytes += bytes;
-            queue.waiting.push_back(Waiting { kind, batch, done });
+            queue.waiting.push_back(Waiting {
+                queued_at: Instant::now(),
+                kind,
+                batch,
+                done,
+            });
             !std::mem::replace(&mut queue.draining, true)
         };
         if start_drain {
@@ -190,10 +198,33 @@ impl Shared {
             let batches = group.iter().map(|w| w.batch.clone()).collect();
             // A put Lance holds (tests: what its back-pressure wait looks like from here).
             fail::fail_point!("memwal::before-put");
+            let held_before = self.writer.backpressure_stats();
+            let flushed_before = self.writer.stats().memtable_flush_count;
+            let started = Instant::now();
             let result = match group[0].kind {
                 Kind::Put => self.writer.put(batches).await,
                 Kind::Delete => self.writer.delete(batches).await,
             };
+            let put = started.elapsed();
+            let held_after = self.writer.backpressure_stats();
+            let put_cause = if held_after.total_count > held_before.total_count
+                || held_after.total_wait_ms > held_before.total_wait_ms
+            {
+                WaitCause::Backpressure
+            } else if self.writer.stats().memtable_flush_count > flushed_before {
+                WaitCause::Flush
+            } else {
+                WaitCause::Put
+            };
+            let during_fold = waits::folding();
+            for waiting in &group {
+                let queued = started.duration_since(waiting.queued_at);
+                let cause = match put_cause {
+                    WaitCause::Put if queued > put => WaitCause::Queued,
+                    cause => cause,
+                };
+                waits::record(cause, during_fold, waiting.queued_at.elapsed());
+            }
             let result = result
                 .map(|_| ())
                 .map_err(|e| from_lance(&self.table, &self.shard, "put", e));

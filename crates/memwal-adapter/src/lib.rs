@@ -11,6 +11,7 @@ mod settings;
 mod shards;
 mod status;
 mod tail;
+mod waits;
 mod writer;
 
 pub use error::{Error, Result};
@@ -22,4 +23,5 @@ pub use location::MemWalTable;
 pub use settings::WriterSettings;
 pub use status::{table_state, PendingGeneration, ShardState, TableState};
 pub use tail::{drain_shard, seal_shard, wal_tails, TailDepth, WalTail};
+pub use waits::{fold_running, send_waits, FoldRunning, WaitCause, WaitCounts, BUCKET_MS};
 pub use writer::{enroll, enrollment, set_maintained_indexes, Enrolled, Sharding, TableWriter};

@@ -12,7 +12,7 @@ use axum::response::Response;
 use futures::channel::mpsc;
 use futures::{SinkExt, StreamExt};
 use serde::Deserialize;
-use tributary::{At, ChangeRecord, ChangesQuery, Graph};
+use tributary::{At, ChangeRecord, ChangesQuery};
 
 use crate::access::{main_branch, Reading};
 use crate::error::ApiError;
@@ -44,6 +44,10 @@ pub struct ChangesParams {
     pub limit: Option<usize>,
     /// While following, the longest quiet time before a heartbeat record (default 10).
     pub heartbeat_secs: Option<u64>,
+    /// Answer one page and end: at most `limit` commits (default 256), and no commit begun
+    /// past 50,000 rows (what a client paging through the feed asks for).
+    #[serde(default, deserialize_with = "crate::access::flag")]
+    pub page: bool,
 }
 
 /// The change feed: after `since`, each commit of `branch` in commit order as its records —
@@ -53,8 +57,8 @@ pub struct ChangesParams {
 ///
 /// An unknown commit, one not in the branch's history, or one whose table versions cleanup
 /// removed (the message names the oldest commit to resume after) is refused before the
-/// stream starts. With `follow=true` the stream stays open until the client leaves or the
-/// server stops.
+/// stream starts; a stream that cannot go on ends with an `error` record. With
+/// `follow=true` the stream stays open until the client leaves or the server stops.
 #[utoipa::path(get, path = "/graphs/{id}/changes", tag = "reads", operation_id = "changes",
     params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ChangesParams),
     responses((status = 200, description = "NDJSON change records, one per line.", body = ChangeRecord, content_type = "application/x-ndjson")))]
@@ -115,6 +119,9 @@ pub async fn changes(
                     return;
                 }
             }
+            if params.page {
+                return;
+            }
             if commits == 0 {
                 if !params.follow {
                     return;
@@ -132,10 +139,16 @@ pub async fn changes(
                 }
             }
             query.max_commits = page_size(left);
-            page = match next_page(&graph, &query).await {
-                Some(page) => page,
-                None => {
-                    let _ = lines.close().await;
+            page = match graph.changes(&query).await {
+                Ok(page) => page,
+                Err(error) => {
+                    // The status is sent: the stream's last record says why it ends.
+                    tracing::warn!(%error, since = %query.since, "change feed stream ended");
+                    let stopped = [ChangeRecord::Error(tributary::StreamError {
+                        kind: error.kind().name().to_owned(),
+                        error: error.to_string(),
+                    })];
+                    let _ = send(&mut lines, &stopped).await;
                     return;
                 }
             };
@@ -152,18 +165,6 @@ pub async fn changes(
 
 fn page_size(left: Option<usize>) -> usize {
     left.unwrap_or(PAGE_COMMITS).clamp(1, PAGE_COMMITS)
-}
-
-/// The next page, or `None` once the stream cannot go on. Its error went to the log: the
-/// answer's status is sent, and a consumer resumes from the last `commit` record it got.
-async fn next_page(graph: &Graph, query: &ChangesQuery) -> Option<Vec<ChangeRecord>> {
-    match graph.changes(query).await {
-        Ok(page) => Some(page),
-        Err(error) => {
-            tracing::warn!(%error, since = %query.since, "change feed stream ended");
-            None
-        }
-    }
 }
 
 async fn send(lines: &mut mpsc::Sender<Bytes>, records: &[ChangeRecord]) -> Result<(), ()> {

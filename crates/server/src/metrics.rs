@@ -27,6 +27,14 @@ struct StatusLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WaitLabel {
+    cause: &'static str,
+    fold: &'static str,
+    /// The bucket's upper bound in milliseconds (`+Inf` for the last).
+    le_ms: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GraphLabel {
     graph: String,
 }
@@ -52,6 +60,7 @@ pub struct Metrics {
     pending_rows: GraphGauge,
     pending_bytes: GraphGauge,
     fold_lag: GraphGauge,
+    send_waits: Family<WaitLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -105,8 +114,16 @@ impl Default for Metrics {
             "Age of the oldest unfolded generation",
             fold_lag.clone(),
         );
+        let send_waits = Family::default();
+        registry.register(
+            "tributary_wal_sends",
+            "Durable sends by what they waited for (cause: backpressure, flush, queued, put), \
+             whether a fold was running, and the bucket of their time (each send in one bucket)",
+            send_waits.clone(),
+        );
         Metrics {
             registry,
+            send_waits,
             ack_latency,
             fold_duration,
             acked_rows,
@@ -155,6 +172,21 @@ impl Metrics {
             self.fold_lag
                 .get_or_create(&label)
                 .set(graph.fold_lag.map_or(0.0, |d| d.as_secs_f64()));
+        }
+        for counts in tributary::send_waits() {
+            for (i, &count) in counts.buckets.iter().enumerate() {
+                if count == 0 {
+                    continue;
+                }
+                let label = WaitLabel {
+                    cause: counts.cause.name(),
+                    fold: if counts.during_fold { "yes" } else { "no" },
+                    le_ms: tributary::WAIT_BUCKET_MS
+                        .get(i)
+                        .map_or_else(|| "+Inf".to_owned(), |bound| bound.to_string()),
+                };
+                self.send_waits.get_or_create(&label).set(count as i64);
+            }
         }
         let mut out = String::new();
         if let Err(error) = encode(&mut out, &self.registry) {

@@ -676,6 +676,9 @@ class Graph:
                     op = record["op"]
                     if op == "heartbeat":
                         continue
+                    if op == "error":
+                        # The stream began, then could not go on.
+                        raise from_body(record, None)
                     if op == "commit":
                         yield _commit_changes(record, records)
                         records = []

@@ -91,7 +91,11 @@ pub async fn replay(base: usize, pending: usize) {
         .filter(|r| matches!(r, ChangeRecord::Update(_)))
         .count();
     assert_eq!(updated, pending / 2);
-    assert_eq!(records.len(), pending + 1, "every row and the commit record");
+    assert_eq!(
+        records.len(),
+        pending + 1,
+        "every row and the commit record"
+    );
     drop(records);
     drop(ingest);
     drop(graph);

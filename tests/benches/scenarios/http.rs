@@ -201,10 +201,11 @@ pub async fn ack_tails(
     }
     let elapsed = started.elapsed().as_secs_f64();
     let server_cpu = server.cpu() - cpu_before;
-    server.stop();
     latencies.sort();
     let p50 = percentile(&latencies, 0.5);
     let p99 = percentile(&latencies, 0.99);
+    let waits = send_waits(&base, p99).await;
+    server.stop();
     report(json!({
         "scenario": "http_ingest_tails",
         "server_allocator": allocator,
@@ -219,5 +220,49 @@ pub async fn ack_tails(
         "p99_over_p50": p99 / p50,
         "server_cpu_us_per_request": server_cpu.as_secs_f64() * 1e6 / latencies.len() as f64,
         "server_cpu_cores": server_cpu.as_secs_f64() / elapsed,
+        // What the WAL sends waited for: all of them, and those in the buckets at or above
+        // the requests' p99 (a send's time is part of its request's).
+        "wal_sends": waits,
     }));
+}
+
+/// The server's `tributary_wal_sends` counts (cause, fold running, bucket), summed by
+/// cause and fold: over every send, and over the sends whose bucket reaches `slow_ms`.
+async fn send_waits(base: &str, slow_ms: f64) -> serde_json::Value {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let mut all = std::collections::BTreeMap::<String, u64>::new();
+    let mut slow = std::collections::BTreeMap::<String, u64>::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("tributary_wal_sends{"))
+    {
+        let label = |name: &str| -> String {
+            line.split(&format!("{name}=\""))
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let count: u64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let key = format!(
+            "{}{}",
+            label("cause"),
+            if label("fold") == "yes" { "+fold" } else { "" }
+        );
+        *all.entry(key.clone()).or_default() += count;
+        let bound: f64 = label("le_ms").parse().unwrap_or(f64::INFINITY);
+        if bound >= slow_ms {
+            *slow.entry(key).or_default() += count;
+        }
+    }
+    json!({ "all": all, "slow": slow, "slow_from_ms": slow_ms })
 }

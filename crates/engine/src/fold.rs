@@ -108,8 +108,6 @@ impl Graph {
         branch: &str,
         policy: tributary_write::RejectPolicy,
     ) -> Result<FoldOutcome> {
-        // Sends acknowledged meanwhile are counted as waiting beside a fold.
-        let _running = tributary_memwal_adapter::fold_running();
         self.fold_claiming(&branch_name(branch)?, policy, Claim::All)
             .await
     }
@@ -140,6 +138,8 @@ impl Graph {
         policy: tributary_write::RejectPolicy,
         claim: Claim,
     ) -> Result<FoldOutcome> {
+        // Sends acknowledged meanwhile are counted as waiting beside a fold.
+        let _running = tributary_memwal_adapter::fold_running();
         let lineage = self.lineage_of(branch).await?;
         let oldest = self.streaming.take_oldest(branch);
         let everything = claim == Claim::All;

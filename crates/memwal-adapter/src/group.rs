@@ -176,6 +176,26 @@ impl GroupWriter {
     }
 }
 
+/// A group's sends as one batch: the memtable holds each batch it is given, and a
+/// one-line send's batch costs far more memtable bytes than its row (buffers sized for
+/// many rows), so a group of 64 one-row batches brought Lance's back-pressure (a flush
+/// behind) hundreds of times a minute, every time a slow acknowledgement. Sends of
+/// differing schemas (none today: a shard's rows share its table's) stay apart.
+fn one_batch(group: &[Waiting]) -> Vec<RecordBatch> {
+    let batches: Vec<RecordBatch> = group.iter().map(|w| w.batch.clone()).collect();
+    if batches.len() < 2 {
+        return batches;
+    }
+    let schema = batches[0].schema();
+    if batches.iter().any(|b| b.schema() != schema) {
+        return batches;
+    }
+    match arrow_select::concat::concat_batches(&schema, &batches) {
+        Ok(one) => vec![one],
+        Err(_) => batches,
+    }
+}
+
 impl Shared {
     fn queue(&self) -> MutexGuard<'_, Queue> {
         // Nothing panics while holding the lock; a poisoned queue is still consistent.
@@ -195,7 +215,7 @@ impl Shared {
                 return;
             };
             last_group = group.len();
-            let batches = group.iter().map(|w| w.batch.clone()).collect();
+            let batches = one_batch(&group);
             // A put Lance holds (tests: what its back-pressure wait looks like from here).
             fail::fail_point!("memwal::before-put");
             let held_before = self.writer.backpressure_stats();

@@ -520,6 +520,10 @@ async fn reads_search_commits_and_metrics_over_http() {
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
     let commits = server.get_json("/graphs/g/commits").await;
     assert_eq!(commits.as_array().unwrap().len(), 2, "init and load");
+    // One durable send (a load writes no WAL): counted once, by what it waited for.
+    let streamed = server.ingest(ndjson(&[person("cy", 20)])).await;
+    assert_eq!(streamed.status(), StatusCode::OK);
+    streamed.text().await.unwrap();
     let metrics = server.get("/metrics").await;
     assert_eq!(
         metrics.headers()["content-type"],
@@ -536,6 +540,12 @@ async fn reads_search_commits_and_metrics_over_http() {
     ] {
         assert!(metrics.contains(name), "metrics lack {name}:\n{metrics}");
     }
+    let sends: u64 = metrics
+        .lines()
+        .filter(|line| line.starts_with("tributary_wal_sends{cause="))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(sends, 1, "{metrics}");
 }
 
 /// The ids of `Person` on `branch`'s head.

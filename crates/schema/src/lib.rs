@@ -3,6 +3,8 @@
 //! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
 
 pub mod decode;
+#[cfg(test)]
+mod fuzz;
 mod names;
 mod path;
 pub mod schema;

@@ -211,7 +211,8 @@ pub(crate) enum Command {
     /// lance.dataset(uri).checkout_version((lance_branch, version))). Like a branch head, a
     /// pin keeps its tables' versions from the pinned one on.
     Snapshot(snapshot::SnapshotArgs),
-    /// Print what each commit after `--since` changed, in commit order, as NDJSON: per
+    /// Print what each commit after `--since` changed, in commit order, as NDJSON (always:
+    /// `--format` other than ndjson is refused): per
     /// type the rows inserted and updated (`"op":"insert"`/`"update"`, every column under
     /// `row`) and the keys deleted (`"op":"delete"`), then a `"op":"commit"` record naming
     /// the commit. Store that id with what you applied and pass it as `--since` to resume

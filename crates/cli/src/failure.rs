@@ -17,7 +17,7 @@ pub(crate) struct Failure {
 /// clap's own status for a command line it cannot parse; ours match it.
 const CLAP_USAGE: u8 = 2;
 /// EX_USAGE: an argument clap accepted that is still wrong.
-const USAGE: u8 = 64;
+pub(crate) const USAGE: u8 = 64;
 /// EX_OSERR: the operating system refused (a socket).
 const OS: u8 = 71;
 /// EX_CANTCREAT: a directory could not be created.

@@ -80,6 +80,16 @@ fn main() -> ExitCode {
             return ExitCode::from(ErrorKind::Internal.exit_code());
         }
     };
+    if let (Command::Changes(_), Some(chosen)) = (&cli.command, cli.format) {
+        if chosen != Format::Ndjson {
+            eprintln!(
+                "error: `changes` writes one NDJSON change record per line; --format {} does \
+                 not apply (leave it out, or pass ndjson)",
+                format!("{chosen:?}").to_lowercase()
+            );
+            return ExitCode::from(failure::USAGE);
+        }
+    }
     let format = match (&cli.command, cli.format) {
         // A schema is shown as its text whatever stdout is, so `schema g > s.tg` gives a
         // file `schema apply` takes; its JSON form only when asked for.

@@ -758,6 +758,9 @@ fn changes_from_the_command_line() {
     let unknown = run(&["changes", &embedded, "--since", "000000000000"]);
     assert_eq!(unknown.status.code(), Some(66), "not found");
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("000000000000"));
+    let table = run(&["changes", &embedded, "--since", "head", "--format", "table"]);
+    assert_eq!(table.status.code(), Some(64), "records are NDJSON only");
+    assert!(String::from_utf8_lossy(&table.stderr).contains("NDJSON"));
     let no_type = run(&["changes", &embedded, "--since", "head", "--types", "Nope"]);
     assert_eq!(no_type.status.code(), Some(66));
     assert!(String::from_utf8_lossy(&no_type.stderr).contains("Nope"));

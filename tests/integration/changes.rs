@@ -490,6 +490,7 @@ async fn a_commit_whose_upkeep_compacts_the_table_shows_only_its_own_rows() {
     assert_eq!(per_commit, [1; 24]);
 }
 
+/// A defaulted field is filled into every stored row (an update of each).
 #[tokio::test]
 async fn a_column_added_by_a_schema_change_reaches_every_row_as_an_update() {
     let (_dir, _uri, graph) = temp_graph().await;
@@ -517,4 +518,24 @@ async fn a_column_added_by_a_schema_change_reaches_every_row_as_an_update() {
         .iter()
         .all(|row| row["nickname"].is_null() && row["level"] == 3));
     assert_eq!(mirror, graph_rows(&graph).await);
+}
+
+#[tokio::test]
+async fn a_nullable_field_added_by_a_schema_change_changes_no_row() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    load(&graph, &[person("ada", 36), person("bob", 41)]).await;
+    let start = head(&graph).await;
+    let evolved = tributary_tests::SCHEMA.replace(
+        "  embedding: Vector(8)? @embed(bio)\n}",
+        "  embedding: Vector(8)? @embed(bio)\n  nickname: String?\n}",
+    );
+    graph.apply_schema(&evolved).await.unwrap();
+    let records = all_changes(&graph, &start).await;
+    // Lance adds a column of nulls as metadata: no stored value changed, so the schema
+    // commit closes with no row (a consumer reads an absent field as null).
+    assert_eq!(summary(&records), Vec::<(String, String, String)>::new());
+    assert!(
+        matches!(records.as_slice(), [ChangeRecord::Commit(_)]),
+        "{records:?}"
+    );
 }

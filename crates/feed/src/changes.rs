@@ -313,34 +313,12 @@ impl Net {
                     rewritten.insert(fragment.id);
                 }
                 Some(later) if later.deletion_file != fragment.deletion_file => {
-                    let deleted_before = before
-                        .get_fragment(fragment.id as usize)
-                        .context(FragmentMissingSnafu {
-                            path,
-                            fragment: fragment.id,
-                        })?
-                        .get_deletion_vector()
-                        .await
-                        .with_context(|_| read(before.version().version))?;
-                    let deleted_after = after
-                        .get_fragment(fragment.id as usize)
-                        .context(FragmentMissingSnafu {
-                            path,
-                            fragment: fragment.id,
-                        })?
-                        .get_deletion_vector()
-                        .await
-                        .with_context(|_| read(after.version().version))?;
-                    if let Some(deleted_after) = deleted_after {
-                        for offset in deleted_after.to_sorted_iter() {
-                            let was_deleted = deleted_before
-                                .as_ref()
-                                .is_some_and(|before| before.contains(offset));
-                            if !was_deleted {
-                                addresses.push((fragment.id << 32) | u64::from(offset));
-                            }
-                        }
-                    }
+                    let newly = newly_deleted(before, after, fragment.id, path).await?;
+                    addresses.extend(
+                        newly
+                            .into_iter()
+                            .map(|o| (fragment.id << 32) | u64::from(o)),
+                    );
                 }
                 Some(_) => {}
             }
@@ -406,6 +384,30 @@ impl Net {
             type_def,
         })
     }
+}
+
+/// The offsets of fragment `id` deleted at `after` and live at `before`.
+async fn newly_deleted(before: &Dataset, after: &Dataset, id: u64, path: &str) -> Result<Vec<u32>> {
+    let deletions = |dataset: &Dataset| {
+        let fragment = dataset.get_fragment(id as usize);
+        let version = dataset.version().version;
+        async move {
+            fragment
+                .context(FragmentMissingSnafu { path, fragment: id })?
+                .get_deletion_vector()
+                .await
+                .context(ChangeReadSnafu {
+                    table: path.to_owned(),
+                    version,
+                })
+        }
+    };
+    let (was, now) = (deletions(before).await?, deletions(after).await?);
+    Ok(now.map_or_else(Vec::new, |now| {
+        now.to_sorted_iter()
+            .filter(|&offset| !was.as_ref().is_some_and(|was| was.contains(offset)))
+            .collect()
+    }))
 }
 
 /// Whether two versions of one fragment hold the same rows' data (their deletions aside).

@@ -10,6 +10,7 @@ mod changes;
 mod cleanup;
 mod columns;
 mod deletes;
+mod disk;
 mod embed;
 mod fold;
 mod fold_model;

@@ -9,12 +9,12 @@ use tributary_storage::{FaultKind, Faults};
 use tributary_tests::s3_server::S3Server;
 use tributary_tests::{ndjson, s3_options, SCHEMA};
 
-fn line(key: &str, value: &str) -> String {
+pub(crate) fn line(key: &str, value: &str) -> String {
     format!("{{\"type\":\"Person\",\"data\":{{\"name\":\"{key}\",\"bio\":\"{value}\"}}}}")
 }
 
 /// Every Person row as (name, bio), in key order; a key seen twice is a failure.
-async fn people(graph: &Graph) -> BTreeMap<String, String> {
+pub(crate) async fn people(graph: &Graph) -> BTreeMap<String, String> {
     let batch = graph.read("Person", &ReadOptions::default()).await.unwrap();
     let names = batch
         .column_by_name("name")
@@ -44,7 +44,7 @@ async fn people(graph: &Graph) -> BTreeMap<String, String> {
 }
 
 /// The log of `main` is a chain from the head to the first commit.
-async fn assert_chain(graph: &Graph) {
+pub(crate) async fn assert_chain(graph: &Graph) {
     let log = graph.log("main", 100_000).await.unwrap();
     for pair in log.windows(2) {
         assert_eq!(
@@ -153,25 +153,25 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// What each key may show at the end: the value of its last acknowledged write, or of a
 /// later write whose outcome is unknown (it failed, but may have landed).
 #[derive(Default)]
-struct Oracle {
+pub(crate) struct Oracle {
     allowed: BTreeMap<String, Vec<String>>,
     acknowledged: BTreeSet<String>,
 }
 
 impl Oracle {
-    fn acknowledged(&mut self, key: &str, value: &str) {
+    pub(crate) fn acknowledged(&mut self, key: &str, value: &str) {
         self.allowed.insert(key.to_owned(), vec![value.to_owned()]);
         self.acknowledged.insert(key.to_owned());
     }
 
-    fn maybe(&mut self, key: &str, value: &str) {
+    pub(crate) fn maybe(&mut self, key: &str, value: &str) {
         self.allowed
             .entry(key.to_owned())
             .or_default()
             .push(value.to_owned());
     }
 
-    fn check(&self, seen: &BTreeMap<String, String>, context: &str) {
+    pub(crate) fn check(&self, seen: &BTreeMap<String, String>, context: &str) {
         for key in &self.acknowledged {
             assert!(
                 seen.contains_key(key),

@@ -111,7 +111,7 @@ impl From<tributary::Error> for Failure {
     fn from(error: tributary::Error) -> Self {
         Failure {
             conflicts: error.conflicts().to_vec(),
-            ..Failure::of(error.kind(), error.to_string())
+            ..Failure::of(error.kind(), error.user_message())
         }
     }
 }

@@ -331,6 +331,37 @@ impl Error {
     }
 
     pub fn kind(&self) -> ErrorKind {
+        let kind = self.own_kind();
+        // A disk's refusal reaches some paths only as text inside another failure (a
+        // shard claim "failed after retries due to contention"); what the user can do
+        // about it is what the disk said.
+        match kind {
+            ErrorKind::Internal | ErrorKind::Unavailable | ErrorKind::Conflict => self
+                .disk_refusal()
+                .map_or(kind, |refusal| refusal.condition.kind()),
+            _ => kind,
+        }
+    }
+
+    /// The local disk's refusal behind this error, if a disk refused.
+    pub fn disk_refusal(&self) -> Option<tributary_storage::DiskRefusal> {
+        tributary_storage::DiskRefusal::in_error(self)
+    }
+
+    /// What a user reads: a disk's refusal on its own ("the disk is full (writing the
+    /// write-ahead log of Person)"), without the internal paths and retries around it;
+    /// otherwise the whole message.
+    pub fn user_message(&self) -> String {
+        match self.kind() {
+            ErrorKind::Unavailable | ErrorKind::Forbidden => match self.disk_refusal() {
+                Some(refusal) => refusal.to_string(),
+                None => self.to_string(),
+            },
+            _ => self.to_string(),
+        }
+    }
+
+    fn own_kind(&self) -> ErrorKind {
         match self {
             Error::Schema { .. }
             | Error::InvalidData { .. }

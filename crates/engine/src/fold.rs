@@ -244,8 +244,8 @@ impl Graph {
                     tracing::info!(%error, "a writer of this process was fenced; dropping it");
                     self.streaming.evict(&writer);
                 }
-                // Lance keeps retrying the flush, waiting longer each time, and may refuse
-                // later flushes meanwhile: drop the writer, so the next fold claims its
+                // Lance keeps retrying the flush (one a full disk refused too), waiting
+                // longer each time, and may refuse later flushes meanwhile: drop the writer, so the next fold claims its
                 // shard (replaying its WAL) instead of waiting on it again.
                 Err(error) if error.is_flush_stalled() => {
                     tracing::warn!(%error, "a writer's flush stalled; dropping it");

@@ -53,13 +53,27 @@ pub enum Error {
 
     #[snafu(display(
         "{table} shard {shard}: its memtable did not flush within {seconds} s (Lance retries a \
-         failing flush, waiting longer each time); what it holds is durable in the WAL, and a \
-         later fold takes it"
+         failing flush, waiting longer each time){}; what it holds is durable in the WAL, and \
+         a later fold takes it",
+        last_error.as_ref().map(|e| format!("; its last attempt failed: {e}")).unwrap_or_default()
     ))]
     FlushStalled {
         table: String,
         shard: String,
         seconds: u64,
+        last_error: Option<String>,
+    },
+
+    /// A memtable flush a disk refused: no retry helps until someone frees space or
+    /// makes the disk writable. Lance keeps retrying it in the background.
+    #[snafu(display(
+        "{refusal}: {table} shard {shard} could not flush its memtable; what it holds is \
+         durable in the WAL, and a later fold takes it"
+    ))]
+    FlushRefused {
+        table: String,
+        shard: String,
+        refusal: tributary_storage::DiskRefusal,
     },
 
     /// The put a send was grouped into stopped before it reported: its rows may or may not
@@ -77,9 +91,12 @@ impl Error {
         matches!(self, Error::Fenced { .. })
     }
 
-    /// A flush did not finish within the caller's patience.
+    /// A flush did not finish within the caller's patience, or a disk refused it.
     pub fn is_flush_stalled(&self) -> bool {
-        matches!(self, Error::FlushStalled { .. })
+        matches!(
+            self,
+            Error::FlushStalled { .. } | Error::FlushRefused { .. }
+        )
     }
 
     /// The shard was sealed: its table takes no streamed writes any more.
@@ -170,6 +187,7 @@ impl Error {
         use tributary_storage::ErrorKind;
         match self {
             Error::Fenced { .. } => ErrorKind::Fenced,
+            Error::FlushRefused { refusal, .. } => refusal.condition.kind(),
             Error::Backpressure { .. } | Error::Interrupted { .. } | Error::FlushStalled { .. } => {
                 ErrorKind::Unavailable
             }

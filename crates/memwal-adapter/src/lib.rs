@@ -2,6 +2,7 @@
 //! writers, and the pending state of a table's MemWAL.
 
 mod error;
+mod flush_failures;
 mod fresh;
 mod gc;
 mod generation;

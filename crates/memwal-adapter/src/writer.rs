@@ -15,8 +15,10 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{
-    from_lance, Error, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu, NotOwnedSnafu, Result,
+    from_lance, Error, FlushRefusedSnafu, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu,
+    NotOwnedSnafu, Result,
 };
+use crate::flush_failures::FlushFailures;
 use crate::group::GroupWriter;
 use crate::location::MemWalTable;
 use crate::settings::WriterSettings;
@@ -283,6 +285,8 @@ pub struct TableWriter {
     schema: SchemaRef,
     /// The writers of the shards this process owns.
     shards: Vec<(Uuid, GroupWriter)>,
+    /// What each of `shards`' failing memtable flushes said.
+    flush_failures: Vec<Arc<FlushFailures>>,
     /// The bucket number of each of `shards`.
     buckets: Vec<u32>,
     /// How many buckets the table has.
@@ -314,17 +318,19 @@ impl TableWriter {
             .filter(|(bucket, _)| owned.is_none_or(|owned| owned.contains(bucket)))
             .collect();
         let opens = held.iter().map(|&(_, shard)| {
-            let config = enrolled.settings.writer_config(shard);
+            let mut config = enrolled.settings.writer_config(shard);
+            let failures = Arc::new(FlushFailures::default());
+            config.observer = Some(failures.clone());
             async move {
                 let writer = dataset
                     .mem_wal_writer(shard, config)
                     .await
                     .map_err(|e| from_lance(table, &shard, "open writer", e))?;
                 let grouped = GroupWriter::new(table, shard, writer);
-                Ok::<_, Error>((shard, grouped))
+                Ok::<_, Error>(((shard, grouped), failures))
             }
         });
-        let shards = try_join_all(opens).await?;
+        let (shards, flush_failures) = try_join_all(opens).await?.into_iter().unzip();
         let routing = enrolled
             .spec
             .clone()
@@ -334,6 +340,7 @@ impl TableWriter {
             at: enrolled.at.clone(),
             schema,
             shards,
+            flush_failures,
             buckets: held.iter().map(|&(bucket, _)| bucket).collect(),
             bucket_count: enrolled.shards.len() as u32,
             routing,
@@ -534,25 +541,39 @@ impl TableWriter {
     /// Freeze every shard's active memtable and wait until it is a flushed generation:
     /// the fold's cut. Rows acknowledged before this call are in a generation after it.
     /// Flushes that take longer than `patience` in all (Lance retries a failing one,
-    /// waiting longer each time, up to minutes) are not waited for: [`Error::FlushStalled`].
-    /// Every shard is attempted (one fenced shard must not leave the others unflushed);
-    /// the first failure is returned.
+    /// waiting longer each time, up to minutes) are not waited for: [`Error::FlushStalled`],
+    /// with what the last attempt said; one a disk refuses (full, read-only) is not waited
+    /// for at all: [`Error::FlushRefused`]. What a memtable holds is durable in the WAL
+    /// either way. Every shard is attempted (one fenced shard must not leave the others
+    /// unflushed); the first failure is returned.
     pub async fn freeze(&self, patience: std::time::Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + patience;
         let mut first_error = None;
-        for (shard, writer) in &self.shards {
+        for ((shard, writer), failures) in self.shards.iter().zip(&self.flush_failures) {
             let frozen = async {
+                let seen = failures.count();
                 let fence = writer
                     .writer()
                     .force_freeze_active()
                     .await
                     .map_err(|e| from_lance(&self.table, shard, "freeze", e))?;
-                match tokio::time::timeout_at(deadline, fence.wait()).await {
-                    Ok(flushed) => flushed.map_err(|e| from_lance(&self.table, shard, "flush", e)),
-                    Err(_) => FlushStalledSnafu {
+                tokio::select! {
+                    flushed = tokio::time::timeout_at(deadline, fence.wait()) => match flushed {
+                        Ok(flushed) => {
+                            flushed.map_err(|e| from_lance(&self.table, shard, "flush", e))
+                        }
+                        Err(_) => FlushStalledSnafu {
+                            table: self.table.clone(),
+                            shard: shard.to_string(),
+                            seconds: patience.as_secs(),
+                            last_error: failures.last(),
+                        }
+                        .fail(),
+                    },
+                    refusal = failures.refused_after(seen) => FlushRefusedSnafu {
                         table: self.table.clone(),
                         shard: shard.to_string(),
-                        seconds: patience.as_secs(),
+                        refusal,
                     }
                     .fail(),
                 }
@@ -572,7 +593,7 @@ impl TableWriter {
     pub async fn close(self, patience: std::time::Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + patience;
         let mut first_error = None;
-        for (shard, writer) in self.shards {
+        for ((shard, writer), failures) in self.shards.into_iter().zip(self.flush_failures) {
             let closing = async { writer.into_writer().await.close().await };
             let closed = match tokio::time::timeout_at(deadline, closing).await {
                 Ok(closed) => closed.map_err(|e| from_lance(&self.table, &shard, "close", e)),
@@ -580,6 +601,7 @@ impl TableWriter {
                     table: self.table.clone(),
                     shard: shard.to_string(),
                     seconds: patience.as_secs(),
+                    last_error: failures.last(),
                 }
                 .fail(),
             };

@@ -146,7 +146,7 @@ pub async fn changes(
                     tracing::warn!(%error, since = %query.since, "change feed stream ended");
                     let stopped = [ChangeRecord::Error(tributary::StreamError {
                         kind: error.kind().name().to_owned(),
-                        error: error.to_string(),
+                        error: error.user_message(),
                     })];
                     let _ = send(&mut lines, &stopped).await;
                     return;

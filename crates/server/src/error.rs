@@ -102,7 +102,7 @@ impl ApiError {
 
 impl From<tributary::Error> for ApiError {
     fn from(error: tributary::Error) -> ApiError {
-        let mut api = ApiError::new(error.kind(), error.to_string());
+        let mut api = ApiError::new(error.kind(), error.user_message());
         api.body.lines = error
             .line_errors()
             .iter()

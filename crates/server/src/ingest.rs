@@ -468,7 +468,7 @@ impl Session {
 fn failed(error: tributary::Error) -> Stop {
     Stop::Failed(ErrorBody {
         kind: error.kind().name().to_owned(),
-        error: error.to_string(),
+        error: error.user_message(),
         lines: Vec::new(),
         conflicts: Vec::new(),
     })

@@ -36,6 +36,8 @@ pub enum FaultKind {
     /// object it wrote itself: the caller hears "already exists". Other writes lose their
     /// response as [`FaultKind::LostResponse`].
     LostThenRetried,
+    /// Refused by a local disk with no space left (ENOSPC), as the local store reports it.
+    DiskFull,
 }
 
 /// A rule that fails the next `times` operations whose path contains `pattern`.
@@ -94,9 +96,12 @@ impl Faults {
     }
 
     /// Fail the next `times` operations whose path contains `pattern` with `kind`. Writes
-    /// only when `kind` is one a read cannot show (a lost response).
+    /// only when `kind` is one a read cannot show (a lost response, a full disk).
     pub fn fail_next(&self, pattern: &str, kind: FaultKind, times: u64) {
-        let writes_only = matches!(kind, FaultKind::LostResponse | FaultKind::LostThenRetried);
+        let writes_only = matches!(
+            kind,
+            FaultKind::LostResponse | FaultKind::LostThenRetried | FaultKind::DiskFull
+        );
         self.rules().push(Rule {
             pattern: pattern.to_owned(),
             kind,
@@ -189,6 +194,13 @@ fn injected(kind: FaultKind, path: &Path) -> object_store::Error {
         FaultKind::LostResponse | FaultKind::LostThenRetried => {
             "connection reset after the request was sent (injected)"
         }
+        // As the local store reports ENOSPC: its own error with the OS's below it.
+        FaultKind::DiskFull => {
+            return object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(std::io::Error::from_raw_os_error(28)),
+            }
+        }
     };
     object_store::Error::Generic {
         store: "faults",
@@ -216,7 +228,7 @@ impl FaultStore {
             tokio::time::sleep(latency).await;
         }
         match self.faults.draw(path, write) {
-            Some(kind @ FaultKind::Refused) => Err(injected(kind, path)),
+            Some(kind @ (FaultKind::Refused | FaultKind::DiskFull)) => Err(injected(kind, path)),
             Some(kind @ FaultKind::TimedOut) => {
                 tokio::time::sleep(Duration::from_millis(50) + latency * 4).await;
                 Err(injected(kind, path))

@@ -91,6 +91,9 @@ impl std::fmt::Display for ErrorKind {
 /// the input is invalid input, a failure to reach the store is what [`store_access_kind`]
 /// says, anything else is internal.
 pub fn lance_kind(source: &lance::Error) -> ErrorKind {
+    if let Some(refusal) = crate::DiskRefusal::in_error(source) {
+        return refusal.condition.kind();
+    }
     match source {
         lance::Error::CommitConflict { .. }
         | lance::Error::RetryableCommitConflict { .. }
@@ -105,6 +108,9 @@ pub fn lance_kind(source: &lance::Error) -> ErrorKind {
 /// that is not there, credentials the store refused, or a store the S3 client gave up
 /// retrying (unreachable, or failing).
 pub fn store_access_kind(source: &lance::Error) -> Option<ErrorKind> {
+    if let Some(refusal) = crate::DiskRefusal::in_error(source) {
+        return Some(refusal.condition.kind());
+    }
     match source {
         lance::Error::NotFound { .. } => Some(ErrorKind::NotFound),
         lance::Error::IO { source, .. } => source
@@ -115,6 +121,9 @@ pub fn store_access_kind(source: &lance::Error) -> Option<ErrorKind> {
 }
 
 fn object_store_kind(error: &object_store::Error) -> Option<ErrorKind> {
+    if let Some(refusal) = crate::DiskRefusal::in_error(error) {
+        return Some(refusal.condition.kind());
+    }
     match error {
         object_store::Error::NotFound { .. } => Some(ErrorKind::NotFound),
         object_store::Error::Unauthenticated { .. } => Some(ErrorKind::Unauthorized),
@@ -195,5 +204,10 @@ mod tests {
             source: Box::new(std::io::Error::other("disk full")),
         };
         assert_eq!(object_store_kind(&local), None);
+        let full = object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::from_raw_os_error(28)),
+        };
+        assert_eq!(object_store_kind(&full), Some(ErrorKind::Unavailable));
     }
 }

@@ -8,6 +8,7 @@
 //!   tests inject latency and failures with one [`Faults`].
 
 mod counting;
+mod disk;
 mod error;
 mod faults;
 mod kind;
@@ -30,6 +31,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use snafu::ResultExt;
 
 pub use counting::{CountingStore, OpCounter, OpCounts, OpKind, PathClass};
+pub use disk::{role_of, DiskCondition, DiskRefusal, DiskStore};
 pub use error::{Error, Result};
 pub use faults::{FaultKind, FaultStore, Faults};
 pub use kind::{lance_kind, store_access_kind, ErrorKind};

@@ -6,6 +6,7 @@ use object_store::local::LocalFileSystem;
 use object_store::ObjectStore;
 
 use crate::counting::{CountingStore, OpCounter};
+use crate::disk::DiskStore;
 use crate::faults::{FaultStore, Faults};
 
 /// The store every Lance dataset of a graph is opened through. On a local graph it is
@@ -14,7 +15,8 @@ use crate::faults::{FaultStore, Faults};
 /// since its writes cannot be made durable from outside. On an object store Lance's own
 /// client is kept (a PUT is durable when it returns). Either way the store is optionally
 /// faulted (latency and injected failures, nearest the store) and counted (outermost, so
-/// the counts are what Tributary and Lance asked for).
+/// the counts are what Tributary and Lance asked for); a local disk's refusals (full,
+/// read-only, permission) come back naming the file's role.
 #[derive(Debug)]
 pub struct GraphStoreWrapper {
     local: bool,
@@ -33,13 +35,18 @@ impl GraphStoreWrapper {
 
     /// The local store (fsyncing) wrapped as this graph's stores are.
     pub fn local_store(&self) -> Arc<dyn ObjectStore> {
-        self.layer(Arc::new(LocalFileSystem::new().with_fsync(true)))
+        self.layer(Arc::new(LocalFileSystem::new().with_fsync(true)), true)
     }
 
-    fn layer(&self, store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    fn layer(&self, store: Arc<dyn ObjectStore>, local: bool) -> Arc<dyn ObjectStore> {
         let store = match &self.faults {
             Some(faults) => Arc::new(FaultStore::new(store, faults.clone())),
             None => store,
+        };
+        let store: Arc<dyn ObjectStore> = if local {
+            Arc::new(DiskStore::new(store))
+        } else {
+            store
         };
         match &self.counter {
             Some(counter) => Arc::new(CountingStore::new(store, counter.clone())),
@@ -53,7 +60,7 @@ impl WrappingObjectStore for GraphStoreWrapper {
         if self.local {
             self.local_store()
         } else {
-            self.layer(original)
+            self.layer(original, false)
         }
     }
 

@@ -93,6 +93,7 @@ pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<
                 root.display()
             )));
         }
+        check_writable(&root)?;
     }
     let tokens = match &args.tokens {
         Some(path) => {
@@ -164,4 +165,40 @@ pub async fn run(args: ServeArgs, store: &crate::backend::ServerArgs) -> Result<
     tributary_server::serve(listener, AppState::new(config), stop)
         .await
         .map_err(|e| Failure::internal(format!("server failed: {e}")))
+}
+
+/// Refuse to serve a root, or a graph in it, that this process may not write (a read-only
+/// mount, another owner's folder): a server that started would accept writes it cannot
+/// make. A full disk is no reason to refuse: reads work, and writes succeed once space is
+/// freed.
+fn check_writable(root: &std::path::Path) -> Result<(), Failure> {
+    let graphs = std::fs::read_dir(root)
+        .map_err(|e| Failure::reading(&root.display().to_string(), e))?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.path().join(tributary::layout::MANIFEST).is_dir())
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            (entry.path(), format!("graph `{name}`'s folder"))
+        });
+    let folders = std::iter::once((root.to_path_buf(), "the root folder".to_owned())).chain(graphs);
+    for (folder, role) in folders {
+        let probe = folder.join(format!(".tributary-write-probe-{}", std::process::id()));
+        let created = std::fs::File::create(&probe);
+        let _ = std::fs::remove_file(&probe);
+        let Err(error) = created else { continue };
+        let refusal = tributary::DiskRefusal::of_io(&error, "", true)
+            .filter(|refusal| refusal.condition != tributary::DiskCondition::Full);
+        if let Some(mut refusal) = refusal {
+            refusal.role = role;
+            return Err(Failure::of(
+                refusal.condition.kind(),
+                format!(
+                    "cannot serve {}: {refusal}; a server must be able to write every graph \
+                     it serves",
+                    root.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -86,7 +86,7 @@ pub use tributary_feed::{
     SnapshotColumn, SnapshotTable, StreamError, TableRole,
 };
 pub use tributary_storage::ErrorKind;
-pub use tributary_storage::{SessionCaches, StoreOptions};
+pub use tributary_storage::{layout, DiskCondition, DiskRefusal, SessionCaches, StoreOptions};
 pub use writes::Writes;
 
 pub use tributary_memwal_adapter::{

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod branches;
+mod disk;
 mod embed;
 mod load;
 mod processes;

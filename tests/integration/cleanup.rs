@@ -141,3 +141,38 @@ async fn cleanup_racing_ingest_and_fold_loses_nothing() {
     assert_eq!(person_count(&reopened).await, 8 * 40);
     assert!(reopened.rejects(&At::default()).await.unwrap().num_rows() == 0);
 }
+
+/// A branch asked of a commit whose versions a cleanup removed is refused as not found,
+/// like every read at it, and leaves no branch; a retention reaching before the calendar's
+/// start is refused, not a panic (both found by the OpenAPI fuzzer against a server).
+#[tokio::test]
+async fn a_branch_from_a_cleaned_commit_and_an_endless_retention_are_refused() {
+    let (_dir, _uri, graph) = temp_graph().await;
+    let first = graph.snapshot(&At::default()).await.unwrap();
+    graph
+        .load(&ndjson(&[person("ada", 1)]), &Default::default())
+        .await
+        .unwrap();
+    graph.cleanup(Duration::ZERO).await.unwrap();
+    let refused = graph
+        .create_branch("late", &At::Commit(first.id.clone()))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), tributary::ErrorKind::NotFound, "{refused}");
+    assert!(
+        refused.to_string().contains("can no longer be read"),
+        "{refused}"
+    );
+    assert_eq!(graph.branches().await.unwrap().len(), 1);
+    for endless in [8_400_000_000_000, u64::MAX / 4] {
+        let refused = graph
+            .cleanup(Duration::from_secs(endless))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            tributary::ErrorKind::InvalidInput,
+            "{refused}"
+        );
+    }
+}

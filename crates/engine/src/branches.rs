@@ -94,6 +94,13 @@ impl Graph {
             .fail();
         }
         let base = self.snapshot(from).await?;
+        // A base whose versions a cleanup removed is refused as not found, before
+        // anything is written for the new branch.
+        for path in base.tables.keys() {
+            base.open_table(&self.store, path)
+                .await
+                .context(PublishSnafu)?;
+        }
         let lineage = format!(
             "{name}.{}",
             &uuid::Uuid::new_v4().simple().to_string()[..12]

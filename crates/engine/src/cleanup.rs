@@ -66,9 +66,12 @@ impl Graph {
     /// reach is touched (unreferenced files younger than Lance's own 7-day window stay).
     /// Reads at commits older than `older_than` may fail afterwards.
     pub async fn cleanup(&self, older_than: Duration) -> Result<CleanupReport> {
-        let cutoff = Utc::now()
-            - chrono::Duration::from_std(older_than)
-                .map_err(|_| RetentionTooLongSnafu { older_than }.build())?;
+        // A retention reaching before the calendar's start is as wrong as one past
+        // chrono's range: both are refused, never a panic.
+        let cutoff = chrono::Duration::from_std(older_than)
+            .ok()
+            .and_then(|retention| Utc::now().checked_sub_signed(retention))
+            .ok_or_else(|| RetentionTooLongSnafu { older_than }.build())?;
         let head = self.snapshot(&At::default()).await?;
         let heads = self.branches().await?;
         let mut report = CleanupReport::default();

@@ -147,7 +147,9 @@ const BACKPRESSURE_PATIENCE: Duration = Duration::from_secs(30);
     params(("id" = String, Path, description = "Graph id: its folder name under the server root."), IngestParams),
     request_body(content = String, content_type = "application/x-ndjson", description = "One line per row, patch or delete, as for a load. A patch is laid over the row a fresh read sees when it is acknowledged; a patch of a key that does not exist is a rejected line. A delete is acknowledged once its tombstone is durable; between a row and a delete of one key the later acknowledged wins at the fold, and a deleted node's edges are deleted in the fold's commit. Fresh reads hide a deleted key at once."),
     responses((status = 200, description = "NDJSON: `Ack` records as sends become durable, then one `IngestSummary` (`\"summary\": true`).",
-        body = IngestRecord, content_type = "application/x-ndjson")))]
+        body = IngestRecord, content_type = "application/x-ndjson"),
+        (status = 415, description = "The body is not sent as `Content-Type: application/x-ndjson`.",
+        body = crate::ErrorBody, content_type = "application/json")))]
 pub async fn ingest(
     State(state): State<Arc<AppState>>,
     Writing { id, graph, .. }: Writing,

@@ -98,11 +98,11 @@ fn add_error_answers(document: &mut OpenApi) {
     let graph_errors = [
         ("400", "Bad input: the message (and for a load, `lines`) says what."),
         ("401", "No token, or an unknown one."),
-        ("403", "The token lacks the scope, or the graph."),
+        ("403", "The token lacks the scope, or the graph; or the server's disk refuses the write (read-only, permission denied)."),
         ("404", "No such graph, type or branch (`not_found`), or no such row (`no_row`)."),
         ("409", "A conflict: a concurrent write won (retry), or a merge's keys changed differently on both sides."),
         ("413", "The body, or a line, is over the server's bound."),
-        ("503", "Busy, or the store is unreachable: retry after `Retry-After` seconds."),
+        ("503", "Busy, the store is unreachable, or the disk is full: retry after `Retry-After` seconds."),
     ];
     for (path, item) in document.paths.paths.iter_mut() {
         let statuses: &[&str] = if path.starts_with("/graphs/") {

@@ -7,6 +7,7 @@ mod acknowledged;
 mod branch_ingest;
 mod branches;
 mod changes;
+mod check;
 mod cleanup;
 mod columns;
 mod deletes;

@@ -239,6 +239,17 @@ pub(crate) enum Command {
         #[arg(long, default_value = "7d", value_parser = parse_duration)]
         older_than: std::time::Duration,
     },
+    /// Verify that every file the heads of all branches pin is there and reads back whole:
+    /// each table version's manifest, data files and deletion vectors (to the row counts
+    /// the manifests record) and indexes, and the unfolded MemWAL generations and WAL
+    /// entries of streamed tables. Reads only, and reads everything: as long as a full
+    /// scan. Prints one record per problem (branch, commit, table, what is wrong), then a
+    /// summary; exits 70 when anything is wrong. Runs where the graph's storage is
+    /// (not through --server).
+    Check {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix.
+        graph: String,
+    },
     /// List dead letters: ingested rows a fold could not apply (missing edge endpoint,
     /// @card or @unique broken), with the fold commit that recorded them.
     Rejects {

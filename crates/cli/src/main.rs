@@ -435,6 +435,50 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 );
             summarize(&mut out, summary)
         }
+        Command::Check { graph } => {
+            if server.remote(&graph)?.is_some() {
+                return Err(Failure::usage(
+                    "check reads the graph's files directly: run it without --server, where \
+                     the graph's storage is reachable",
+                ));
+            }
+            let opened = server.local(&graph).open().await?;
+            let verbose = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let report = opened
+                .check(|table| {
+                    if verbose {
+                        eprintln!("checking {table}");
+                    }
+                })
+                .await?;
+            for problem in &report.problems {
+                output::Summary::new()
+                    .with("branch", problem.branch.clone())
+                    .with("commit", problem.commit.clone())
+                    .with("table", problem.table.clone())
+                    .with("problem", problem.problem.clone())
+                    .write(&mut out, format)
+                    .map_err(Failure::io)?;
+            }
+            let summary = output::Summary::new()
+                .with("ok", report.problems.is_empty())
+                .with("problems", report.problems.len())
+                .with("branches", report.branches)
+                .with("table_versions", report.table_versions)
+                .with("fragments", report.fragments)
+                .with("rows", report.rows)
+                .with("indexes", report.indexes)
+                .with("generations", report.generations)
+                .with("wal_entries", report.wal_entries);
+            summarize(&mut out, summary)?;
+            match report.problems.len() {
+                0 => Ok(()),
+                n => Err(Failure::internal(format!(
+                    "the graph is damaged: {n} problem{} (listed above)",
+                    if n == 1 { "" } else { "s" }
+                ))),
+            }
+        }
         Command::Publisher { graph } => {
             let opened = backend::open(&graph, &server).await?;
             let summary = output::Summary::new()

@@ -242,6 +242,19 @@ pub enum Error {
         branches: Vec<String>,
     },
 
+    /// A shard's WAL has lost entries below its newest: its acknowledged rows after the gap
+    /// cannot be replayed in order, so nothing of it is folded.
+    #[snafu(display(
+        "{table} shard {shard}: write-ahead log entries at positions {missing:?} are missing, \
+         so the acknowledged rows after them cannot be folded in order; the fold stopped \
+         (`tributary check` lists what is damaged)"
+    ))]
+    WalEntriesMissing {
+        table: String,
+        shard: String,
+        missing: Vec<u64>,
+    },
+
     /// What a server answered (or that it could not be reached), for a client of one; a
     /// merge's conflicting keys, when it named them.
     #[snafu(display("{message}"))]
@@ -405,7 +418,9 @@ impl Error {
             Error::Query { source } if source.is_invalid_input() => ErrorKind::InvalidInput,
             Error::Query { .. } => ErrorKind::Internal,
             Error::Feed { source } => source.kind(),
-            Error::CorruptProducerMark { .. } => ErrorKind::Internal,
+            Error::CorruptProducerMark { .. } | Error::WalEntriesMissing { .. } => {
+                ErrorKind::Internal
+            }
             Error::UnknownType { .. } | Error::BranchDeleted { .. } => ErrorKind::NotFound,
             Error::NoSuchNode { .. } => ErrorKind::NoRow,
             Error::Publish { source } => source.kind(),

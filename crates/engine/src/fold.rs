@@ -16,7 +16,7 @@ use tributary_publisher::BranchName;
 use tributary_schema::TablePath;
 use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
-use crate::error::{Error, LanceSnafu, Result, StorageSnafu};
+use crate::error::{Error, LanceSnafu, Result, StorageSnafu, WalEntriesMissingSnafu};
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
 use crate::streaming::{Folder, FolderBranches};
 
@@ -277,6 +277,16 @@ impl Graph {
                 continue;
             };
             for tail in tails {
+                // A replay stops at a missing entry: claiming would fold the rows before it
+                // and drop the acknowledged ones after it, silently.
+                if !tail.missing.is_empty() {
+                    return WalEntriesMissingSnafu {
+                        table: at.to_string(),
+                        shard: tail.shard.to_string(),
+                        missing: tail.missing,
+                    }
+                    .fail();
+                }
                 tracing::info!(table = %at, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
                 drain_claimed(&enrolled, tail.shard).await?;
             }

@@ -40,6 +40,7 @@
 //! ```
 
 mod branches;
+mod check;
 mod cleanup;
 mod embedding;
 mod error;
@@ -78,6 +79,7 @@ pub use schema_change::SchemaOutcome;
 pub use snapshots::{ChangesQuery, CHANGES_PAGE_ROWS};
 pub use status::{IngestStatus, Pending, ShardIngestStatus, TableIngestStatus};
 pub use streaming::FoldTriggers;
+pub use tributary_check::{CheckReport, Problem};
 pub use tributary_embed::{
     EmbedError, Embedder, EmbedderConfig, HttpSettings, Lexical, DEFAULT_KEY_VARIABLE,
 };

@@ -85,6 +85,8 @@ pub enum SearchQuery {
 /// whose memtables the read also sees (held so the reader can borrow it).
 pub(crate) struct OpenTable {
     pub(crate) base: lance::Dataset,
+    /// The commit the table is read at.
+    pub(crate) commit: String,
     fresh: bool,
     pub(crate) writer: Option<Arc<TableWriter>>,
 }
@@ -98,7 +100,7 @@ impl OpenTable {
         } else {
             Tier::Snapshot
         };
-        TableReader::new(self.base.clone(), tier)
+        TableReader::new(self.base.clone(), tier).at_commit(&self.commit)
     }
 }
 
@@ -337,6 +339,7 @@ impl Graph {
         };
         Ok(OpenTable {
             base,
+            commit: snapshot.id.to_string(),
             fresh: view.fresh,
             writer,
         })

@@ -8,7 +8,7 @@ pub enum Error {
     #[snafu(display("{message}"))]
     InvalidQuery { message: String },
 
-    #[snafu(display("{action} of {table} failed: {}", user_message(source)))]
+    #[snafu(display("{table}: {action} failed: {}", user_message(source)))]
     Lance {
         action: String,
         table: String,

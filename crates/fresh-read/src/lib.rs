@@ -63,11 +63,23 @@ pub enum Tier<'a> {
 pub struct TableReader<'a> {
     base: Dataset,
     tier: Tier<'a>,
+    /// The commit the read is at, named when reading the table's files fails.
+    commit: Option<String>,
 }
 
 impl<'a> TableReader<'a> {
     pub fn new(base: Dataset, tier: Tier<'a>) -> TableReader<'a> {
-        TableReader { base, tier }
+        TableReader {
+            base,
+            tier,
+            commit: None,
+        }
+    }
+
+    /// The reader, naming `commit` in its failures to read the table's files.
+    pub fn at_commit(mut self, commit: &str) -> TableReader<'a> {
+        self.commit = Some(commit.to_owned());
+        self
     }
 
     /// The table's name as users know it (`Person` for `…/nodes/Person.lance`): messages
@@ -86,18 +98,27 @@ impl<'a> TableReader<'a> {
     }
 
     /// A failure while running a planned read: the filter's fault when there is one (Lance
-    /// checks some predicates only at execution), the store's otherwise.
+    /// checks some predicates only at execution), unless the table's files failed (one
+    /// missing or damaged, the store unreachable): then the store's, naming the commit.
     pub(crate) fn execution(&self, filter: Option<&str>) -> impl Fn(lance::Error) -> Error + '_ {
         let blame_filter = filter.is_some();
         move |source| {
-            if blame_filter {
-                (self.invalid("filter"))(source)
-            } else {
-                Error::Lance {
-                    action: "scan".into(),
-                    table: self.table(),
-                    source,
-                }
+            let files = tributary_storage::lance_text::is_file_failure(&source);
+            if blame_filter && !files {
+                return (self.invalid("filter"))(source);
+            }
+            let action = match (&self.commit, files) {
+                (Some(commit), true) => format!(
+                    "reading the files of commit {commit} (`tributary check` lists every \
+                     missing or damaged file)"
+                ),
+                (Some(commit), false) => format!("scan at commit {commit}"),
+                (None, _) => "scan".to_owned(),
+            };
+            Error::Lance {
+                action,
+                table: self.table(),
+                source,
             }
         }
     }

@@ -60,7 +60,7 @@ impl MemWalTable {
     }
 
     /// The directory of one shard under the graph root.
-    pub(crate) fn shard_dir(&self, shard: Uuid) -> String {
+    pub fn shard_dir(&self, shard: Uuid) -> String {
         format!("{}/{shard}", self.mem_wal_dir())
     }
 

@@ -32,6 +32,10 @@ pub struct WalTail {
     pub rows: Option<u64>,
     /// When the newest of them was written.
     pub newest_at: Option<SystemTime>,
+    /// Positions above the flushed one and below the newest present with no entry file
+    /// (told from the listing): a writer appends positions one after another, so a gap is
+    /// a lost file, and a replay would stop at it. (A lost newest entry leaves no gap.)
+    pub missing: Vec<u64>,
 }
 
 /// How much of a tail to read.
@@ -93,9 +97,18 @@ pub async fn wal_tails(
         }
         // Newest first: a presence check stops at the first entry with rows.
         above.sort_by_key(|entry| std::cmp::Reverse(entry.0));
+        let missing = {
+            let present: std::collections::BTreeSet<u64> =
+                above.iter().map(|(position, _)| *position).collect();
+            let newest = above.first().map_or(flushed, |(position, _)| *position);
+            (flushed + 1..newest)
+                .filter(|position| !present.contains(position))
+                .collect()
+        };
         let current = manifest.as_ref().map_or(0, |m| m.current_generation);
         let mut tail = WalTail {
             shard,
+            missing,
             ..WalTail::default()
         };
         let mut rows = 0u64;
@@ -121,7 +134,7 @@ pub async fn wal_tails(
         if depth == TailDepth::Count {
             tail.rows = Some(rows);
         }
-        if tail.entries > 0 {
+        if tail.entries > 0 || !tail.missing.is_empty() {
             tails.push(tail);
         }
     }

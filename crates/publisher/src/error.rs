@@ -30,7 +30,7 @@ pub enum Error {
     #[snafu(display("commit {commit} does not pin table {table}"))]
     TableNotPinned { commit: String, table: String },
 
-    #[snafu(display("commit {commit} can no longer be read: a cleanup removed its version of {table} (it was older than the retention window, or of a deleted branch)"))]
+    #[snafu(display("commit {commit} can no longer be read: its version of {table} is gone (a cleanup removes versions older than the retention window and those of deleted branches; any other loss is damage, which `tributary check` reports)"))]
     VersionsRemoved { commit: String, table: String },
 
     #[snafu(display("a graph already exists at `{uri}`"))]

@@ -25,6 +25,25 @@ pub fn is_stale_compaction(error: &lance::Error) -> bool {
     error.to_string().contains("Stale SSTable compaction")
 }
 
+/// A read that failed on the files themselves, not on what was asked: a file missing, or
+/// one whose bytes do not decode (Lance reports a damaged file as an I/O error with the
+/// decoder's words: "failed to decode Protobuf message", "Requested range was invalid"),
+/// or a store that refused or could not be reached. Pinned by the test that damages a
+/// table's data file (`check::a_check_names_every_damaged_file…`).
+pub fn is_file_failure(error: &lance::Error) -> bool {
+    if matches!(
+        error,
+        lance::Error::NotFound { .. }
+            | lance::Error::DatasetNotFound { .. }
+            | lance::Error::CorruptFile { .. }
+    ) || crate::store_access_kind(error).is_some()
+    {
+        return true;
+    }
+    let text = error.to_string();
+    text.contains("failed to decode Protobuf") || text.contains("Requested range was invalid")
+}
+
 /// A filter or projection naming a column the table does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownField {

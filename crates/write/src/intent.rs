@@ -21,9 +21,44 @@ use crate::error::{Error, Result};
 
 pub const RECOVERY_DIR: &str = tributary_storage::layout::RECOVERY;
 
-/// How long a sidecar written by another host counts as in flight. Same-host sidecars are
-/// judged exactly (is the writing process alive?), so this only matters across machines.
+/// How long this process must see what another host's process left (a sidecar, a lease
+/// object) unchanged before it takes that process for gone. Same-host owners are judged
+/// exactly (is the process alive?), so this only matters across machines.
 const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// [`FOREIGN_GRACE`], or in a test build the milliseconds a failpoint gives.
+fn foreign_grace() -> std::time::Duration {
+    fail::fail_point!("intent::foreign-grace-ms", |ms| ms
+        .and_then(|ms| ms.parse().ok())
+        .map_or(FOREIGN_GRACE, std::time::Duration::from_millis));
+    FOREIGN_GRACE
+}
+
+/// When this process first saw each object of another host's process, by its key, as it
+/// last saw it (its modification time at the store, as a mark of change only).
+type Sightings =
+    std::collections::HashMap<String, (Option<std::time::SystemTime>, std::time::Instant)>;
+static SIGHTINGS: std::sync::LazyLock<std::sync::Mutex<Sightings>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// How long this process has seen the object `key` unchanged, on its own monotonic clock.
+/// An object's time is never compared with this machine's clock: a clock that jumps
+/// forward (or a machine whose clock runs ahead) would take a live holder's fresh
+/// heartbeat for an old one, and a second writer would start beside it.
+fn unchanged_for(key: &str, modified: Option<std::time::SystemTime>) -> std::time::Duration {
+    let now = std::time::Instant::now();
+    let mut sightings = SIGHTINGS.lock().unwrap_or_else(|e| e.into_inner());
+    match sightings.get(key) {
+        Some((seen, since)) if *seen == modified => now.duration_since(*since),
+        _ => {
+            // Objects not looked at for long are gone or settled: forget them.
+            let forget = foreign_grace() * 10;
+            sightings.retain(|_, (_, since)| now.duration_since(*since) < forget);
+            sightings.insert(key.to_owned(), (modified, now));
+            std::time::Duration::ZERO
+        }
+    }
+}
 
 /// Which process wrote a sidecar, so recovery never finishes a write that is still running.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -111,17 +146,20 @@ impl Drop for InFlight {
     }
 }
 
-/// Whether the writer that wrote `intent` may still be running.
-pub fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
-    owner_may_be_running(intent.owner.as_ref(), &intent.id, age)
+/// Whether the writer that wrote `intent` may still be running; `modified` is when the
+/// store says its sidecar was last written.
+pub fn may_be_running(intent: &Intent, modified: Option<std::time::SystemTime>) -> bool {
+    owner_may_be_running(intent.owner.as_ref(), &intent.id, modified)
 }
 
-/// Whether `owner`, working on intent `id` (a write, or a recovery's claim on it), may
-/// still be running; `age` is how long ago it wrote what it left.
+/// Whether `owner`, working on intent `id` (a write, or a recovery's claim on it, or a
+/// lease), may still be running; `modified` is when the store says what it left was last
+/// written. One of another host is taken for gone once this process has seen that object
+/// unchanged for [`FOREIGN_GRACE`] by its own clock.
 pub fn owner_may_be_running(
     owner: Option<&Owner>,
     id: &str,
-    age: Option<std::time::Duration>,
+    modified: Option<std::time::SystemTime>,
 ) -> bool {
     let me = Owner::this_process();
     match owner {
@@ -139,7 +177,7 @@ pub fn owner_may_be_running(
                 }
             }
         }
-        _ => age.is_none_or(|age| age < FOREIGN_GRACE),
+        _ => unchanged_for(id, modified) < foreign_grace(),
     }
 }
 

@@ -379,8 +379,7 @@ async fn holder(
     };
     match serde_json::from_slice::<Mark>(&bytes) {
         Ok(Mark::Held { owner, .. }) => {
-            let age = modified.and_then(|t| std::time::SystemTime::now().duration_since(t).ok());
-            if owner_may_be_running(Some(&owner), &registry_key(store, path), age) {
+            if owner_may_be_running(Some(&owner), &registry_key(store, path), modified) {
                 Ok(Holder::Live(owner))
             } else {
                 Ok(Holder::Free)

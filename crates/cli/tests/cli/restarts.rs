@@ -255,17 +255,36 @@ fn a_remote_ingest_of_a_file_goes_in_large_sends() {
     assert_eq!(person_ids(&graph).len(), 2_000);
 }
 
+/// A holder on another machine whose heartbeat keeps changing holds the lease, though
+/// every heartbeat reads two minutes old to the waiting process (its clock jumped ahead):
+/// the load says whom it waits for, and takes over only once the heartbeat stops, after
+/// the grace (shortened here) measured on its own clock.
 #[test]
-fn a_load_waiting_for_another_process_s_lease_says_so() {
+fn a_load_waiting_for_another_process_s_lease_says_so_and_a_clock_jump_does_not_end_the_wait() {
     let (dir, graph) = empty_graph();
-    // A holder on another machine, heartbeat fresh: the load must wait for it.
     let leases = std::path::Path::new(&graph).join("__leases").join("main");
     std::fs::create_dir_all(&leases).unwrap();
     let lease = leases.join(format!("{:020}.json", 0));
     let holder = r#"{"state":"held","branch":"main","owner":{"host":"another-machine","pid":7}}"#;
     std::fs::write(&lease, holder).unwrap();
+    let beating = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let heart = {
+        let (lease, beating) = (lease.clone(), beating.clone());
+        std::thread::spawn(move || {
+            let behind = Duration::from_secs(120);
+            let mut n = 0u64;
+            while beating.load(std::sync::atomic::Ordering::Relaxed) {
+                let file = std::fs::File::options().write(true).open(&lease).unwrap();
+                file.set_modified(std::time::SystemTime::now() - behind - Duration::from_millis(n))
+                    .unwrap();
+                n += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
     let file = write_file(dir.path(), "ada.ndjson", person("ada", 30).as_bytes());
     let mut load = bin()
+        .env("FAILPOINTS", "intent::foreign-grace-ms=return(3000)")
         .args(["load", &graph, &file])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -279,11 +298,15 @@ fn a_load_waiting_for_another_process_s_lease_says_so() {
             && said.contains("process 7 on another-machine"),
         "{said}"
     );
-    assert!(load.try_wait().unwrap().is_none(), "the load did not wait");
-    // The holder's heartbeat grows old: the load takes the lease over and commits.
-    let file = std::fs::File::options().write(true).open(&lease).unwrap();
-    file.set_modified(std::time::SystemTime::now() - Duration::from_secs(120))
-        .unwrap();
+    // Past twice the grace since the load started, the holder still beats: no takeover.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        load.try_wait().unwrap().is_none(),
+        "a live holder was taken over"
+    );
+    assert!(person_ids(&graph).is_empty());
+    beating.store(false, std::sync::atomic::Ordering::Relaxed);
+    heart.join().unwrap();
     let status = wait_exit(&mut load);
     assert!(status.success(), "{status}");
     assert_eq!(person_ids(&graph), ["ada"]);

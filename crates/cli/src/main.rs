@@ -537,13 +537,37 @@ fn log_to_stderr(format: LogFormat) {
             };
             EnvFilter::new(level)
         });
-    let builder = tracing_subscriber::fmt()
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(filter)
         .with_ansi(false);
-    match format {
-        LogFormat::Text => builder.with_target(false).without_time().init(),
-        LogFormat::Json => builder.json().init(),
+    let fmt = match format {
+        LogFormat::Text => fmt.with_target(false).without_time().boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(fmt.with_filter(filter))
+        .with(
+            StoreRetries.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                meta.target() == tributary::STORE_RETRY_TARGET
+            })),
+        )
+        .init();
+}
+
+/// Counts the store client's retries (its log lines) for the metrics, whatever the log
+/// level shows.
+struct StoreRetries;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for StoreRetries {
+    fn on_event(
+        &self,
+        _event: &tracing::Event<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        tributary::count_store_retry();
     }
 }
 

@@ -88,7 +88,10 @@ pub use tributary_feed::{
     SnapshotColumn, SnapshotTable, StreamError, TableRole,
 };
 pub use tributary_storage::ErrorKind;
-pub use tributary_storage::{layout, DiskCondition, DiskRefusal, SessionCaches, StoreOptions};
+pub use tributary_storage::{
+    count_store_retry, layout, store_retries, DiskCondition, DiskRefusal, SessionCaches,
+    StoreOptions, STORE_RETRY_TARGET,
+};
 pub use writes::Writes;
 
 pub use tributary_memwal_adapter::{

@@ -61,6 +61,7 @@ pub struct Metrics {
     pending_bytes: GraphGauge,
     fold_lag: GraphGauge,
     send_waits: Family<WaitLabel, Gauge>,
+    store_retries: Gauge,
 }
 
 impl Default for Metrics {
@@ -121,8 +122,17 @@ impl Default for Metrics {
              whether a fold was running, and the bucket of their time (each send in one bucket)",
             send_waits.clone(),
         );
+        let store_retries = Gauge::default();
+        registry.register(
+            "tributary_store_retries",
+            "Requests to the object store its client retried (a 5xx, a timeout, a dropped \
+             connection) since the server started; each is retried a bounded number of \
+             times (the store's client_max_retries and client_retry_timeout)",
+            store_retries.clone(),
+        );
         Metrics {
             registry,
+            store_retries,
             send_waits,
             ack_latency,
             fold_duration,
@@ -188,6 +198,7 @@ impl Metrics {
                 self.send_waits.get_or_create(&label).set(count as i64);
             }
         }
+        self.store_retries.set(tributary::store_retries() as i64);
         let mut out = String::new();
         if let Err(error) = encode(&mut out, &self.registry) {
             tracing::warn!(%error, "encoding the metrics failed");

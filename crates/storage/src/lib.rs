@@ -37,6 +37,25 @@ pub use faults::{FaultKind, FaultStore, Faults};
 pub use kind::{lance_kind, store_access_kind, ErrorKind};
 pub use wrapper::GraphStoreWrapper;
 
+/// Requests to an object store that its client retried (a 5xx, a timeout, a dropped
+/// connection), in this process. The S3 client retries inside itself and says so only in
+/// its log ("retry N of M"); a process that keeps logs counts those lines here
+/// ([`count_store_retry`]), so an operator sees a store failing before it fails writes.
+static STORE_RETRIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The target of the S3 client's retry log lines.
+pub const STORE_RETRY_TARGET: &str = "object_store::client::retry";
+
+/// Count one retry the store's client logged.
+pub fn count_store_retry() {
+    STORE_RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Retries the store's client made so far in this process.
+pub fn store_retries() -> u64 {
+    STORE_RETRIES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// One object listed below a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {

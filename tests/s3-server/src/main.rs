@@ -15,7 +15,8 @@
 //! response is lost (a 500 after the write), and slow failures.
 //!
 //! Usage: `tributary-test-s3 --root DIR [--port N] [--latency-ms N] [--fail-percent P]
-//! [--seed S] [--ignore-conditional-writes]`. It prints `listening on HOST:PORT` once ready.
+//! [--hang-percent P] [--hang-ms N] [--spike-percent P] [--spike-ms N] [--seed S]
+//! [--ignore-conditional-writes]`. It prints `listening on HOST:PORT` once ready.
 //! Buckets are the directories below `--root`.
 
 mod store;
@@ -48,6 +49,12 @@ struct Options {
     secret_key: String,
     latency: Duration,
     fail_percent: u64,
+    /// Requests held `hang` and then refused: the client's timeout fires first.
+    hang_percent: u64,
+    hang: Duration,
+    /// Requests delayed `spike` and then served.
+    spike_percent: u64,
+    spike: Duration,
     seed: u64,
     ignore_conditional_writes: bool,
 }
@@ -55,7 +62,8 @@ struct Options {
 fn usage() -> ! {
     eprintln!(
         "usage: tributary-test-s3 --root DIR [--host H] [--port N] [--access-key K] \
-         [--secret-key S] [--latency-ms N] [--fail-percent P] [--seed S] \
+         [--secret-key S] [--latency-ms N] [--fail-percent P] [--hang-percent P] \
+         [--hang-ms N] [--spike-percent P] [--spike-ms N] [--seed S] \
          [--ignore-conditional-writes]"
     );
     std::process::exit(64)
@@ -70,6 +78,10 @@ fn parse() -> Options {
         secret_key: "tributary-secret".into(),
         latency: Duration::ZERO,
         fail_percent: 0,
+        hang_percent: 0,
+        hang: Duration::from_millis(4_000),
+        spike_percent: 0,
+        spike: Duration::from_millis(400),
         seed: 1,
         ignore_conditional_writes: false,
     };
@@ -89,6 +101,10 @@ fn parse() -> Options {
             "--secret-key" => options.secret_key = value.clone(),
             "--latency-ms" => options.latency = Duration::from_millis(number()),
             "--fail-percent" => options.fail_percent = number().min(100),
+            "--hang-percent" => options.hang_percent = number().min(100),
+            "--hang-ms" => options.hang = Duration::from_millis(number()),
+            "--spike-percent" => options.spike_percent = number().min(100),
+            "--spike-ms" => options.spike = Duration::from_millis(number()),
             "--seed" => options.seed = number(),
             _ => usage(),
         }
@@ -109,6 +125,10 @@ enum Fault {
     LostResponse,
     /// A second's wait, then 503, nothing applied.
     SlowRefusal,
+    /// Held past the client's timeout, then 503, nothing applied.
+    Hang,
+    /// A latency spike, then served.
+    Spike,
 }
 
 struct Guarded {
@@ -122,7 +142,8 @@ impl Guarded {
     /// A fault for this request, by a seeded counter (splitmix64): the same seed and the
     /// same sequence of requests draw the same faults.
     fn draw(&self) -> Fault {
-        if self.options.fail_percent == 0 {
+        let options = &self.options;
+        if options.fail_percent == 0 && options.hang_percent == 0 && options.spike_percent == 0 {
             return Fault::None;
         }
         let n = self.draws.fetch_add(1, Ordering::Relaxed);
@@ -135,6 +156,14 @@ impl Guarded {
         z ^= z >> 31;
         let roll = z % 300;
         let p = self.options.fail_percent;
+        // A second roll, from the high bits, for hangs and spikes.
+        let other = (z >> 40) % 100;
+        if other < options.hang_percent {
+            return Fault::Hang;
+        }
+        if other < options.hang_percent + options.spike_percent {
+            return Fault::Spike;
+        }
         if roll < p {
             Fault::Refused
         } else if roll < 2 * p {
@@ -155,6 +184,14 @@ impl Guarded {
             Fault::SlowRefusal => {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 Err(s3_error!(SlowDown, "injected: refused slowly"))
+            }
+            Fault::Hang => {
+                tokio::time::sleep(self.options.hang).await;
+                Err(s3_error!(SlowDown, "injected: held, then refused"))
+            }
+            Fault::Spike => {
+                tokio::time::sleep(self.options.spike).await;
+                Ok(())
             }
             Fault::None | Fault::LostResponse => Ok(()),
         }

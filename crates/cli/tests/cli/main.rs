@@ -11,6 +11,7 @@ mod processes;
 mod producers;
 mod remote;
 mod restarts;
+mod storms;
 mod torture;
 mod unix;
 

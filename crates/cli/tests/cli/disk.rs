@@ -332,3 +332,71 @@ fn a_read_only_or_forbidden_graph_refuses_writes_by_name_and_serve_will_not_star
         "permission denied (writing graph `g`'s folder)",
     );
 }
+
+/// `tributary check`: a clean graph checks clean (exit 0, `"ok": true`); one whose Person
+/// data file is gone prints a record naming the branch, commit and table, then the
+/// summary, and exits 70; reads of it exit 66 naming the table and the commit, and a
+/// `get` is not taken for a bad filter. `check` runs where the files are, not through a
+/// server.
+#[test]
+fn check_names_what_is_damaged_and_exits_70() {
+    let (dir, graph) = crate::example_graph();
+    let clean = ok(&["check", &graph, "--format", "ndjson"]);
+    let summary: serde_json::Value = serde_json::from_str(clean.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["ok"], true, "{clean}");
+    assert_eq!(summary["problems"], 0, "{clean}");
+    assert!(summary["rows"].as_u64().unwrap() > 0, "{clean}");
+    let head = ok(&["log", &graph, "--format", "ndjson", "--limit", "1"]);
+    let head: serde_json::Value = serde_json::from_str(head.trim()).unwrap();
+    let head = head["commit"].as_str().unwrap().to_owned();
+
+    let data = dir.path().join("g/nodes/Person.lance/data");
+    let file = std::fs::read_dir(&data)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::remove_file(file).unwrap();
+    let checked = bin()
+        .args(["check", &graph, "--format", "ndjson"])
+        .output()
+        .unwrap();
+    assert_eq!(checked.status.code(), Some(70));
+    let stdout = String::from_utf8_lossy(&checked.stdout);
+    let records: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let (problems, summary) = records.split_at(records.len() - 1);
+    assert!(!problems.is_empty(), "{stdout}");
+    for problem in problems {
+        assert_eq!(problem["table"], "Person", "{stdout}");
+        assert_eq!(problem["branch"], "main", "{stdout}");
+        assert_eq!(problem["commit"], head.as_str(), "{stdout}");
+    }
+    assert_eq!(summary[0]["ok"], false, "{stdout}");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(stderr.contains("the graph is damaged"), "{stderr}");
+
+    let read = bin().args(["read", &graph, "Person"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&read.stderr);
+    assert_eq!(read.status.code(), Some(66), "{stderr}");
+    assert!(
+        stderr.contains("Person") && stderr.contains(&head),
+        "{stderr}"
+    );
+    let get = bin()
+        .args(["get", &graph, "Person", "person-0001"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&get.stderr);
+    assert_eq!(get.status.code(), Some(66), "{stderr}");
+    assert!(!stderr.contains("invalid filter"), "{stderr}");
+
+    let remote = bin()
+        .args(["check", "g", "--server", "http://127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert_eq!(remote.status.code(), Some(64));
+}

@@ -40,6 +40,9 @@ fn file(dir: &Path, pick: impl Fn(&str) -> bool) -> PathBuf {
         .unwrap_or_else(|| panic!("no such file under {}", dir.display()))
 }
 
+/// A way to damage a copy of the graph at its root.
+type Damage = Box<dyn Fn(&Path)>;
+
 fn corrupt(path: &Path) {
     let mut bytes = std::fs::read(path).unwrap();
     let end = bytes.len().saturating_sub(64);
@@ -94,7 +97,7 @@ async fn a_check_names_every_damaged_file_and_reads_and_folds_fail_by_name() {
     drop(graph);
 
     let person_table = |root: &Path| root.join("nodes/Person.lance");
-    let cases: [(&str, Box<dyn Fn(&Path)>); 5] = [
+    let cases: [(&str, Damage); 5] = [
         (
             "a data file missing",
             Box::new(move |root: &Path| {

@@ -545,7 +545,10 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
         .await
         .unwrap_err();
     assert_eq!(removed.kind(), ErrorKind::NotFound, "{removed}");
-    assert!(removed.to_string().contains("cleanup removed"), "{removed}");
+    assert!(
+        removed.to_string().contains("a cleanup removes versions"),
+        "{removed}"
+    );
     assert_eq!(ids_on(&graph, "a", "Person").await, ["ada", "bob", "cy"]);
     assert_eq!(graph.branches().await.unwrap().len(), 2);
 }

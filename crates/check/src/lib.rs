@@ -213,11 +213,13 @@ async fn check_memwal(
         Ok(tails) => {
             for tail in tails.unwrap_or_default() {
                 report.wal_entries += tail.entries;
-                if !tail.missing.is_empty() {
+                if let (Some(first), Some(last)) = (tail.missing.first(), tail.missing.last()) {
                     found(format!(
-                        "shard {}: write-ahead log entries at positions {:?} are missing \
-                         (acknowledged rows not yet in a generation may be lost)",
-                        tail.shard, tail.missing
+                        "shard {}: {} write-ahead log entries between positions {first} and \
+                         {last} are missing (acknowledged rows not yet in a generation may be \
+                         lost; a fold refuses the shard)",
+                        tail.shard,
+                        tail.missing.len()
                     ));
                 }
             }

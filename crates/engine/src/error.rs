@@ -245,9 +245,10 @@ pub enum Error {
     /// A shard's WAL has lost entries below its newest: its acknowledged rows after the gap
     /// cannot be replayed in order, so nothing of it is folded.
     #[snafu(display(
-        "{table} shard {shard}: write-ahead log entries at positions {missing:?} are missing, \
-         so the acknowledged rows after them cannot be folded in order; the fold stopped \
-         (`tributary check` lists what is damaged)"
+        "{table} shard {shard}: {} of its write-ahead log are missing, so the acknowledged \
+         rows after them cannot be replayed in order; nothing of the shard was claimed \
+         (`tributary check` lists what is damaged)",
+        describe_positions(missing)
     ))]
     WalEntriesMissing {
         table: String,
@@ -263,6 +264,18 @@ pub enum Error {
         message: String,
         conflicts: Vec<crate::merge_keys::ConflictKey>,
     },
+}
+
+/// "entry 7", "3 entries between positions 7 and 12".
+fn describe_positions(positions: &[u64]) -> String {
+    match positions {
+        [] => "no entries".to_owned(),
+        [one] => format!("entry {one}"),
+        [first, .., last] => format!(
+            "{} entries between positions {first} and {last}",
+            positions.len()
+        ),
+    }
 }
 
 fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {

@@ -277,16 +277,7 @@ impl Graph {
                 continue;
             };
             for tail in tails {
-                // A replay stops at a missing entry: claiming would fold the rows before it
-                // and drop the acknowledged ones after it, silently.
-                if !tail.missing.is_empty() {
-                    return WalEntriesMissingSnafu {
-                        table: at.to_string(),
-                        shard: tail.shard.to_string(),
-                        missing: tail.missing,
-                    }
-                    .fail();
-                }
+                refuse_gap(&at, &tail)?;
                 tracing::info!(table = %at, shard = %tail.shard, "claiming a shard whose WAL holds unflushed rows");
                 drain_claimed(&enrolled, tail.shard).await?;
             }
@@ -437,6 +428,15 @@ impl Graph {
 
     /// The shards of the table `at` whose WAL holds rows no generation does (with no
     /// append for `idle_for`, when given).
+    /// Refuse to claim a shard of `at` whose WAL lost an entry below its newest (see
+    /// [`refuse_gap`]): before any writer of this process opens one, which replays it.
+    pub(crate) async fn refuse_wal_gaps(&self, at: &MemWalTable) -> Result<()> {
+        for tail in self.wal_tails(at, None).await? {
+            refuse_gap(at, &tail)?;
+        }
+        Ok(())
+    }
+
     async fn wal_tails(
         &self,
         at: &MemWalTable,
@@ -568,4 +568,20 @@ impl Graph {
             table: REJECTS_PATH,
         })
     }
+}
+
+/// A replay stops at a missing entry, and the writer that replayed then writes over the
+/// gap: claiming a shard whose WAL lost an entry below its newest would fold the rows
+/// before the gap and silently drop the acknowledged ones after it. Refused instead,
+/// naming the positions (`tributary check` reports them too).
+fn refuse_gap(at: &MemWalTable, tail: &WalTail) -> Result<()> {
+    if tail.missing.is_empty() {
+        return Ok(());
+    }
+    WalEntriesMissingSnafu {
+        table: at.to_string(),
+        shard: tail.shard.to_string(),
+        missing: tail.missing.clone(),
+    }
+    .fail()
 }

@@ -27,7 +27,7 @@ impl Graph {
         let (_names, intents) = self.intents(&mut report).await?;
         for (_id, path, intent) in intents {
             // Not waited for: a write still running resolves its own intent.
-            if may_be_running(&intent, self.modified_at(&path).await?) {
+            if may_be_running(&intent, self.age_of(&path).await?) {
                 report.push(Recovered::InFlight { intent: intent.id });
             } else {
                 branches.insert(intent.branch);
@@ -56,7 +56,7 @@ impl Graph {
             if intent.branch != *branch {
                 continue;
             }
-            if may_be_running(&intent, self.modified_at(&path).await?) {
+            if may_be_running(&intent, self.age_of(&path).await?) {
                 report.push(Recovered::InFlight { intent: intent.id });
                 continue;
             }
@@ -178,8 +178,13 @@ impl Graph {
         Ok(Some(outcome))
     }
 
-    async fn modified_at(&self, path: &str) -> Result<Option<std::time::SystemTime>> {
-        self.store.modified_at(path).await.context(StorageSnafu)
+    async fn age_of(&self, path: &str) -> Result<Option<std::time::Duration>> {
+        Ok(self
+            .store
+            .modified_at(path)
+            .await
+            .context(StorageSnafu)?
+            .and_then(|t| std::time::SystemTime::now().duration_since(t).ok()))
     }
 
     /// Take the claim on intent `id`: `<id>.claim-<n>` created with put-if-absent, so of
@@ -197,8 +202,8 @@ impl Graph {
                 let held = format!("{RECOVERY_DIR}/{prefix}{n}");
                 if let Some(bytes) = self.store.get(&held).await.context(StorageSnafu)? {
                     let owner: Option<Owner> = serde_json::from_slice(&bytes).ok();
-                    let modified = self.modified_at(&held).await?;
-                    if owner_may_be_running(owner.as_ref(), &held, modified) {
+                    let age = self.age_of(&held).await?;
+                    if owner_may_be_running(owner.as_ref(), &held, age) {
                         return Ok(None);
                     }
                 }

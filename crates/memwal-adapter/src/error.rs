@@ -67,13 +67,13 @@ pub enum Error {
     /// A memtable flush a disk refused: no retry helps until someone frees space or
     /// makes the disk writable. Lance keeps retrying it in the background.
     #[snafu(display(
-        "{refusal}: {table} shard {shard} could not flush its memtable; what it holds is \
+        "{source}: {table} shard {shard} could not flush its memtable; what it holds is \
          durable in the WAL, and a later fold takes it"
     ))]
     FlushRefused {
         table: String,
         shard: String,
-        refusal: tributary_storage::DiskRefusal,
+        source: tributary_storage::DiskRefusal,
     },
 
     /// The put a send was grouped into stopped before it reported: its rows may or may not
@@ -187,7 +187,7 @@ impl Error {
         use tributary_storage::ErrorKind;
         match self {
             Error::Fenced { .. } => ErrorKind::Fenced,
-            Error::FlushRefused { refusal, .. } => refusal.condition.kind(),
+            Error::FlushRefused { source, .. } => source.condition.kind(),
             Error::Backpressure { .. } | Error::Interrupted { .. } | Error::FlushStalled { .. } => {
                 ErrorKind::Unavailable
             }

@@ -101,9 +101,10 @@ pub async fn wal_tails(
             let present: std::collections::BTreeSet<u64> =
                 above.iter().map(|(position, _)| *position).collect();
             let newest = above.first().map_or(flushed, |(position, _)| *position);
-            (flushed + 1..newest)
+            let unlisted: Vec<u64> = (flushed + 1..newest)
                 .filter(|position| !present.contains(position))
-                .collect()
+                .collect();
+            confirm_missing(store, at, shard, &wal_dir, unlisted).await?
         };
         let current = manifest.as_ref().map_or(0, |m| m.current_generation);
         let mut tail = WalTail {
@@ -267,4 +268,44 @@ pub async fn seal_shard(enrolled: &Enrolled, shard: Uuid) -> Result<()> {
             Err(error) => return Err(from_lance(table, &shard, "seal shard", error)),
         }
     }
+}
+
+/// Of `unlisted` (positions a listing did not show), those still missing: a listing is no
+/// snapshot (it is read in pages, or lazily, while a writer of another process appends,
+/// and a flush and a cleanup may pass between the manifest's read and the listing), so
+/// each is looked up again, and the shard's flushed position read again.
+async fn confirm_missing(
+    store: &GraphStore,
+    at: &MemWalTable,
+    shard: Uuid,
+    wal_dir: &str,
+    unlisted: Vec<u64>,
+) -> Result<Vec<u64>> {
+    if unlisted.is_empty() {
+        return Ok(unlisted);
+    }
+    let mut missing = Vec::new();
+    for position in unlisted {
+        let path = format!("{wal_dir}/{}", wal_entry_filename(position));
+        if store
+            .modified_at(&path)
+            .await
+            .context(StorageSnafu)?
+            .is_none()
+        {
+            missing.push(position);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(missing);
+    }
+    let dataset = at.latest(store).await?;
+    let flushed = shard_manifests(&dataset, at.table())
+        .await?
+        .into_iter()
+        .find(|(manifests, _)| manifests.shard_id() == shard)
+        .and_then(|(_, manifest)| manifest.map(|m| m.replay_after_wal_entry_position))
+        .unwrap_or(0);
+    missing.retain(|&position| position > flushed);
+    Ok(missing)
 }

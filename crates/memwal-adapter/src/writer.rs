@@ -15,8 +15,7 @@ use tributary_storage::GraphStore;
 use uuid::Uuid;
 
 use crate::error::{
-    from_lance, Error, FlushRefusedSnafu, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu,
-    NotOwnedSnafu, Result,
+    from_lance, Error, FlushStalledSnafu, InvalidSettingSnafu, LanceSnafu, NotOwnedSnafu, Result,
 };
 use crate::flush_failures::FlushFailures;
 use crate::group::GroupWriter;
@@ -570,12 +569,11 @@ impl TableWriter {
                         }
                         .fail(),
                     },
-                    refusal = failures.refused_after(seen) => FlushRefusedSnafu {
+                    refusal = failures.refused_after(seen) => Err(Error::FlushRefused {
                         table: self.table.clone(),
                         shard: shard.to_string(),
-                        refusal,
-                    }
-                    .fail(),
+                        source: refusal,
+                    }),
                 }
             }
             .await;

@@ -99,8 +99,10 @@ impl DiskRefusal {
     }
 
     /// The refusal behind `error`: a [`DiskRefusal`] or an I/O error in its chain of
-    /// sources, or else one written in its message (Lance passes some store errors up as
-    /// text). A bare OS error in the text gives the condition without a role.
+    /// sources, or else one written in the message of a store's error in that chain (Lance
+    /// passes some store errors up only as text: its I/O errors, and the local store's
+    /// own). Only those messages are read: others may quote a user's keys or filters. A
+    /// bare OS error in the text gives the condition without a role.
     pub fn in_error(error: &(dyn std::error::Error + 'static)) -> Option<DiskRefusal> {
         let mut next = Some(error);
         while let Some(error) = next {
@@ -117,9 +119,24 @@ impl DiskRefusal {
                     writing: true,
                 });
             }
+            let store_text = matches!(
+                error.downcast_ref::<lance::Error>(),
+                Some(lance::Error::IO { .. })
+            ) || matches!(
+                error.downcast_ref::<object_store::Error>(),
+                Some(object_store::Error::Generic {
+                    store: "LocalFileSystem",
+                    ..
+                })
+            );
+            if store_text {
+                if let Some(refusal) = DiskRefusal::in_text(&error.to_string()) {
+                    return Some(refusal);
+                }
+            }
             next = error.source();
         }
-        DiskRefusal::in_text(&error.to_string())
+        None
     }
 
     fn in_text(text: &str) -> Option<DiskRefusal> {
@@ -223,6 +240,11 @@ mod tests {
             "the disk is full (writing the write-ahead log of Person)"
         );
         let wrapped = format!("MemWAL put on nodes/Person.lance failed: LanceError(IO): single PUT failed: Generic LocalFileSystem error: {refusal}, lance-14/src/x.rs:3:4");
+        let as_lance = lance::Error::io(wrapped.clone());
+        assert_eq!(DiskRefusal::in_error(&as_lance), Some(refusal.clone()));
+        // Text outside a store's error is a user's, not the disk's: a key named so.
+        let quoted = lance::Error::invalid_input(format!("no row `{refusal}` (os error 13)"));
+        assert_eq!(DiskRefusal::in_error(&quoted), None);
         assert_eq!(DiskRefusal::in_text(&wrapped), Some(refusal));
         let lease = io::Error::from_raw_os_error(30);
         assert_eq!(

@@ -21,9 +21,9 @@ use crate::error::{Error, Result};
 
 pub const RECOVERY_DIR: &str = tributary_storage::layout::RECOVERY;
 
-/// How long this process must see what another host's process left (a sidecar, a lease
-/// object) unchanged before it takes that process for gone. Same-host owners are judged
-/// exactly (is the process alive?), so this only matters across machines.
+/// How long another host's process may leave its lease object (heartbeat) or its sidecar
+/// unchanged before it is taken for gone. Same-host owners are judged exactly (is the
+/// process alive?), so this only matters across machines.
 const FOREIGN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// [`FOREIGN_GRACE`], or in a test build the milliseconds a failpoint gives.
@@ -34,10 +34,17 @@ fn foreign_grace() -> std::time::Duration {
     FOREIGN_GRACE
 }
 
-/// When this process first saw each object of another host's process, by its key, as it
-/// last saw it (its modification time at the store, as a mark of change only).
-type Sightings =
-    std::collections::HashMap<String, (Option<std::time::SystemTime>, std::time::Instant)>;
+/// Each lease object of another host's process this process looked at, by its key: its
+/// modification time at the store (a mark of change only), when this process first saw it
+/// so, and when it last looked.
+type Sightings = std::collections::HashMap<
+    String,
+    (
+        Option<std::time::SystemTime>,
+        std::time::Instant,
+        std::time::Instant,
+    ),
+>;
 static SIGHTINGS: std::sync::LazyLock<std::sync::Mutex<Sightings>> =
     std::sync::LazyLock::new(Default::default);
 
@@ -48,16 +55,20 @@ static SIGHTINGS: std::sync::LazyLock<std::sync::Mutex<Sightings>> =
 fn unchanged_for(key: &str, modified: Option<std::time::SystemTime>) -> std::time::Duration {
     let now = std::time::Instant::now();
     let mut sightings = SIGHTINGS.lock().unwrap_or_else(|e| e.into_inner());
-    match sightings.get(key) {
-        Some((seen, since)) if *seen == modified => now.duration_since(*since),
+    let unchanged = match sightings.get_mut(key) {
+        Some((seen, since, looked)) if *seen == modified => {
+            *looked = now;
+            now.duration_since(*since)
+        }
         _ => {
-            // Objects not looked at for long are gone or settled: forget them.
-            let forget = foreign_grace() * 10;
-            sightings.retain(|_, (_, since)| now.duration_since(*since) < forget);
-            sightings.insert(key.to_owned(), (modified, now));
+            sightings.insert(key.to_owned(), (modified, now, now));
             std::time::Duration::ZERO
         }
-    }
+    };
+    // Objects not looked at for long are gone or settled: forget them.
+    let forget = foreign_grace() * 10;
+    sightings.retain(|_, (_, _, looked)| now.duration_since(*looked) < forget);
+    unchanged
 }
 
 /// Which process wrote a sidecar, so recovery never finishes a write that is still running.
@@ -146,39 +157,61 @@ impl Drop for InFlight {
     }
 }
 
-/// Whether the writer that wrote `intent` may still be running; `modified` is when the
-/// store says its sidecar was last written.
-pub fn may_be_running(intent: &Intent, modified: Option<std::time::SystemTime>) -> bool {
-    owner_may_be_running(intent.owner.as_ref(), &intent.id, modified)
+/// Whether the writer that wrote `intent` may still be running; `age` is how long ago, by
+/// this machine's clock, its sidecar was written.
+pub fn may_be_running(intent: &Intent, age: Option<std::time::Duration>) -> bool {
+    owner_may_be_running(intent.owner.as_ref(), &intent.id, age)
 }
 
-/// Whether `owner`, working on intent `id` (a write, or a recovery's claim on it, or a
-/// lease), may still be running; `modified` is when the store says what it left was last
-/// written. One of another host is taken for gone once this process has seen that object
-/// unchanged for [`FOREIGN_GRACE`] by its own clock.
+/// Whether `owner`, working on intent `id` (a write, or a recovery's claim on it), may
+/// still be running; `age` is how long ago it wrote what it left. A sidecar is written
+/// once, so one of another host is judged by its age: the writer holds the branch's lease
+/// while it runs, and a lease is never taken over by clock ([`holder_may_be_running`]).
 pub fn owner_may_be_running(
     owner: Option<&Owner>,
     id: &str,
+    age: Option<std::time::Duration>,
+) -> bool {
+    match owner.and_then(|owner| running_here(owner, id)) {
+        Some(running) => running,
+        None => age.is_none_or(|age| age < foreign_grace()),
+    }
+}
+
+/// Whether the holder `owner` of the lease object `key` may still be running; `modified`
+/// is when the store says the object was last written (its heartbeat). One of another
+/// host is taken for gone once this process has seen the object unchanged for
+/// [`FOREIGN_GRACE`] by its own monotonic clock.
+pub fn holder_may_be_running(
+    owner: &Owner,
+    key: &str,
     modified: Option<std::time::SystemTime>,
 ) -> bool {
-    let me = Owner::this_process();
-    match owner {
-        Some(owner) if owner.is_here(&me) => {
-            if owner.pid == me.pid {
-                IN_FLIGHT
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .iter()
-                    .any(|running| running == id)
-            } else {
-                match owner.started {
-                    Some(started) => process_start(owner.pid) == Some(started),
-                    None => std::path::Path::new(&format!("/proc/{}", owner.pid)).exists(),
-                }
-            }
-        }
-        _ => unchanged_for(id, modified) < foreign_grace(),
+    match running_here(owner, key) {
+        Some(running) => running,
+        None => unchanged_for(key, modified) < foreign_grace(),
     }
+}
+
+/// Whether `owner`, working on `id`, runs, when it is a process of this machine (judged
+/// exactly: its pid and start time); `None` for another machine's.
+fn running_here(owner: &Owner, id: &str) -> Option<bool> {
+    let me = Owner::this_process();
+    if !owner.is_here(&me) {
+        return None;
+    }
+    Some(if owner.pid == me.pid {
+        IN_FLIGHT
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .any(|running| running == id)
+    } else {
+        match owner.started {
+            Some(started) => process_start(owner.pid) == Some(started),
+            None => std::path::Path::new(&format!("/proc/{}", owner.pid)).exists(),
+        }
+    })
 }
 
 /// What a graph write is, as its intent records it: the one thing recovery dispatches on.

@@ -13,7 +13,7 @@
 //! put-if-absent, so the store decides who holds number `n`. The holder of the highest
 //! number holds the lease while it runs; it hands the lease on by overwriting its object
 //! with a release mark. A waiter takes over a lease whose holder is gone (released, or a
-//! process that died: see [`owner_may_be_running`]) by creating `n + 1`. The highest
+//! process that died: see [`holder_may_be_running`]) by creating `n + 1`. The highest
 //! number is never deleted, so of all processes that judge `n` free exactly one creates
 //! `n + 1`. The holder removes the objects below its own; a process acting on a listing
 //! that old (it re-created a number that was already removed) sees a higher number when it
@@ -34,7 +34,7 @@ use tributary_publisher::BranchName;
 use tributary_storage::GraphStore;
 
 use crate::error::{Result, StorageSnafu};
-use crate::intent::{owner_may_be_running, InFlight, Owner};
+use crate::intent::{holder_may_be_running, InFlight, Owner};
 
 pub const LEASE_DIR: &str = tributary_storage::layout::LEASES;
 /// Producers' leases and marks: `__producers/<scope>/<producer>.json` holds a producer's
@@ -379,7 +379,7 @@ async fn holder(
     };
     match serde_json::from_slice::<Mark>(&bytes) {
         Ok(Mark::Held { owner, .. }) => {
-            if owner_may_be_running(Some(&owner), &registry_key(store, path), modified) {
+            if holder_may_be_running(&owner, &registry_key(store, path), modified) {
                 Ok(Holder::Live(owner))
             } else {
                 Ok(Holder::Free)

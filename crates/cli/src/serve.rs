@@ -175,7 +175,12 @@ fn check_writable(root: &std::path::Path) -> Result<(), Failure> {
     let graphs = std::fs::read_dir(root)
         .map_err(|e| Failure::reading(&root.display().to_string(), e))?
         .filter_map(|entry| entry.ok())
-        .filter(|entry| entry.path().join(tributary::layout::MANIFEST).is_dir())
+        // A graph's folder holds its commit manifest or its publisher's record.
+        .filter(|entry| {
+            let path = entry.path();
+            path.join(tributary::layout::MANIFEST).is_dir()
+                || path.join(tributary::layout::PUBLISHER).is_file()
+        })
         .map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
             (entry.path(), format!("graph `{name}`'s folder"))

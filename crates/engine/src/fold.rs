@@ -428,6 +428,15 @@ impl Graph {
 
     /// The shards of the table `at` whose WAL holds rows no generation does (with no
     /// append for `idle_for`, when given).
+    /// Refuse to claim a shard of `at` whose WAL lost an entry below its newest (see
+    /// [`refuse_gap`]): before any writer of this process opens one, which replays it.
+    pub(crate) async fn refuse_wal_gaps(&self, at: &MemWalTable) -> Result<()> {
+        for tail in self.wal_tails(at, None).await? {
+            refuse_gap(at, &tail)?;
+        }
+        Ok(())
+    }
+
     async fn wal_tails(
         &self,
         at: &MemWalTable,

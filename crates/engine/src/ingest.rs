@@ -193,6 +193,7 @@ impl Graph {
             .map_err(|source| Error::Storage { source })?;
         let at = MemWalTable::on(&path, lineage);
         let enrolled = self.enrolled(ty, &at).await?;
+        self.refuse_wal_gaps(&at).await?;
         let owned = self.settings.owned_shards.as_ref();
         let mut opened = TableWriter::open(&enrolled, owned).await;
         // A claim whose response was lost, then retried, reads as a rival's claim of the

@@ -137,6 +137,12 @@ impl Graph {
         let resolved = match &intent.kind {
             IntentKind::Load | IntentKind::Fold | IntentKind::Merge { .. } => {
                 let catalog = turn.catalog.clone();
+                // A test stops the resolution here, as a store failing it would.
+                fail::fail_point!("recovery::resolve", |_| {
+                    Err(crate::Error::from(tributary_write::Error::Injected {
+                        point: "recovery::resolve".to_owned(),
+                    }))
+                });
                 recover_intent(self.target(&catalog), &intent)
                     .await
                     .map_err(crate::Error::from)
@@ -150,11 +156,20 @@ impl Graph {
             IntentKind::Branch { .. } => self.drop_branch_create(&intent).await,
             IntentKind::Delete { head } => self.finish_branch_delete(&intent, head).await,
         };
-        // A schema change left half-applied holds every write of `main` until it is
-        // finished: a write staged on the head would meet its unpublished columns.
+        // A write left committed to its tables but unpublished holds every write of its
+        // branch until it is resolved: a write staged on the head, which does not pin
+        // those versions, would commit over them, and Lance rebases its inserts unchecked
+        // (its indexed merge carries no filter of inserted keys), doubling a key. A schema
+        // change left half-applied likewise: a write would meet its unpublished columns.
         let resolved = match (resolved, &intent.kind) {
-            (Err(error), IntentKind::Schema { .. }) => {
-                tracing::error!(%error, intent = %intent.id, "could not finish an interrupted schema change");
+            (
+                Err(error),
+                IntentKind::Schema { .. }
+                | IntentKind::Load
+                | IntentKind::Fold
+                | IntentKind::Merge { .. },
+            ) => {
+                tracing::error!(%error, intent = %intent.id, "could not resolve an interrupted write; the branch's writes wait for it");
                 self.release_claims(id, &claim).await;
                 return Err(error);
             }

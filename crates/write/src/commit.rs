@@ -78,7 +78,9 @@ pub enum Recovered {
     InFlight {
         intent: String,
     },
-    /// Could not be resolved (kept for the next attempt); the graph stays usable.
+    /// Could not be resolved (kept for the next attempt). Reported by `recover`; in a write
+    /// turn, a load, fold or merge left so fails the turn instead (a write beside it could
+    /// double a key), while a branch create or delete does not hold the branch.
     Failed {
         intent: String,
         error: String,

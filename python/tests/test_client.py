@@ -207,9 +207,14 @@ def test_load_get_neighbors_search_and_commits(graph):
         ]
     )
     assert outcome["rows"] == {"Company": 1, "Person": 2, "WorksAt": 1}
+    # The shape `tributary load` prints.
+    assert set(outcome) == {"commit", "rows", "deleted", "replayed"}
+    assert isinstance(outcome["commit"], str) and outcome["replayed"] is False
     row = graph.get("Person", "ada")
     assert row.num_rows == 1 and row.column("age").to_pylist() == [36]
     assert graph.get("Person", "nobody") is None
+    with pytest.raises(tributary.NoRow):
+        graph.neighbors("Person", "nobody", edge="WorksAt")
     works = graph.neighbors("Person", "ada", edge="WorksAt")
     assert ids(works) == ["acme"]
     back = graph.neighbors("Company", "acme", edge="WorksAt", direction="in")
@@ -227,10 +232,10 @@ def test_load_get_neighbors_search_and_commits(graph):
     assert graph.embedder() == stored and stored["batch_size"] == 64
     graph.set_embedder({"provider": "builtin"})
     commits = graph.commits(limit=5)
-    assert commits[0]["id"] == outcome["commit"]["id"]
+    assert commits[0]["id"] == outcome["commit"]
     # Reads at a commit see what it pins.
     graph.load([person("cy", 20)])
-    assert ids(graph.read("Person", commit=outcome["commit"]["id"])) == ["ada", "bob"]
+    assert ids(graph.read("Person", commit=outcome["commit"])) == ["ada", "bob"]
 
 
 def test_errors_are_typed_by_kind(graph, server):
@@ -322,7 +327,8 @@ def test_a_node_table_reads_with_pylance_at_the_version_a_commit_pins(graph, ser
 
     first = graph.load([person("ada", 36), person("bob", 40)])
     graph.load([person("cy", 20)])
-    version = first["commit"]["tables"]["nodes/Person.lance"]
+    pinned = [c for c in graph.commits() if c["id"] == first["commit"]]
+    version = pinned[0]["tables"]["nodes/Person.lance"]
     table = Path(server.dir.name) / "graphs" / "g" / "nodes" / "Person.lance"
     dataset = lance.dataset(str(table), version=version)
     assert sorted(dataset.to_table(columns=["id"]).column("id").to_pylist()) == ["ada", "bob"]
@@ -661,3 +667,57 @@ def test_following_the_feed_yields_a_commit_once_it_is_published(graph):
     assert len(got) == 1 and got[0].kind == "fold"
     ops = {(b.type, b.op): b.rows.column("id").to_pylist() for b in got[0].batches}
     assert ops == {("Person", "insert"): ["bob"], ("Person", "update"): ["ada"]}
+
+
+def test_graphs_are_listed_created_exported_and_loaded_back(tmp_path):
+    served = Server("--init")
+    try:
+        with tributary.Client(served.url) as client:
+            assert client.graphs() == ["g"]
+            source = client.graph("g")
+            source.load(
+                [
+                    person("ada", 36, bio="writes"),
+                    person("bob", 40),
+                    {"type": "Company", "data": {"name": "acme"}},
+                    {"edge": "WorksAt", "from": "ada", "to": "acme", "data": {"since": "2020-01-02"}},
+                ]
+            )
+            copy = client.create_graph("copy", source.schema())
+            assert client.graphs() == ["copy", "g"]
+            lines = list(source.export())
+            # Nodes first: a load of them in order finds every edge's ends.
+            assert [json.loads(l).get("type") is not None for l in lines] == [True] * 3 + [False]
+            written = source.export(tmp_path / "g.ndjson")
+            assert written["rows"] == 4 and written["commit"] == source.commits(limit=1)[0]["id"]
+            loaded = copy.load((tmp_path / "g.ndjson").read_text().splitlines())
+            assert loaded["rows"] == {"Company": 1, "Person": 2, "WorksAt": 1}
+            for type_name in ["Person", "Company", "WorksAt"]:
+                assert source.read(type_name).sort_by("id").equals(
+                    copy.read(type_name).sort_by("id")
+                ), type_name
+            assert list(source.export(types=["Company"])) == ['{"type":"Company","data":{"name":"acme"}}']
+            with pytest.raises(tributary.NotFound):
+                list(source.export(types=["Compny"]))
+            assert source.count("Person") == 2 and source.count("Person", filter="age > 38") == 1
+            page = source.read("Person", order_by=["name:desc"], offset=1, limit=1, select=["name"])
+            assert page.column("name").to_pylist() == ["ada"]
+            cleaned = source.cleanup(older_than_s=0)
+            assert isinstance(cleaned, dict)
+    finally:
+        served.stop()
+
+
+def test_a_merge_conflict_names_both_values_and_a_preferred_side_settles_it(graph):
+    graph.load([person("ada", 36)])
+    graph.create_branch("dev")
+    graph.load([person("ada", 37)], branch="dev")
+    graph.load([person("ada", 38)])
+    with pytest.raises(tributary.MergeConflict) as refused:
+        graph.merge("dev")
+    assert isinstance(refused.value, tributary.Conflict)
+    assert refused.value.conflicts[0]["source_value"] == "age: 37"
+    assert refused.value.conflicts[0]["target_value"] == "age: 38"
+    merged = graph.merge("dev", prefer="source")
+    assert merged["resolved"] == 1
+    assert graph.get("Person", "ada").column("age").to_pylist() == [37]

@@ -159,7 +159,10 @@ async fn a_merge_folds_both_sides_streams_first() {
     graph.create_branch("dev", &At::default()).await.unwrap();
     send(&graph, "dev", &[person("bob", 40)]).await;
     send(&graph, "main", &[person("cy", 50)]).await;
-    let merged = graph.merge_branch("dev", "main").await.unwrap();
+    let merged = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(merged.rows.get("Person"), Some(&1), "{merged:?}");
     assert_eq!(people(&graph, "main", false).await, ["ada", "bob", "cy"]);
     assert_eq!(people(&graph, "dev", false).await, ["ada", "bob"]);

@@ -271,7 +271,10 @@ async fn a_keyed_edge_moved_off_a_deleted_node_merges() {
     load_on(&graph, "main", &[p("n"), p("m"), p("q"), e("n", "m")]).await;
     graph.create_branch("dev", &At::default()).await.unwrap();
     load_on(&graph, "dev", &[e("q", "m"), delete("P", "n")]).await;
-    let merged = graph.merge_branch("dev", "main").await.unwrap();
+    let merged = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(merged.kind, MergeKind::FastForward);
     assert_eq!(ids_on(&graph, "main", "P").await, ["m", "q"]);
     let edges = graph.read("E", &ReadOptions::default()).await.unwrap();
@@ -316,7 +319,10 @@ async fn a_merge_into_a_branch_that_did_not_move_takes_every_change() {
     )
     .await;
     let dev_head = graph.snapshot(&at("dev")).await.unwrap();
-    let outcome = graph.merge_branch("dev", "main").await.unwrap();
+    let outcome = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(outcome.kind, MergeKind::FastForward);
     assert_eq!(outcome.commit.kind, CommitKind::Merge);
     assert_eq!(outcome.commit.merged, Some(dev_head.id.clone()));
@@ -331,13 +337,19 @@ async fn a_merge_into_a_branch_that_did_not_move_takes_every_change() {
     }
     assert_eq!(age_on(&graph, "main", "ada").await, Some(37));
     // Merging again finds nothing new; nor does merging a branch that changed nothing.
-    let again = graph.merge_branch("dev", "main").await.unwrap();
+    let again = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(again.kind, MergeKind::UpToDate);
     assert_eq!(again.commit.id, outcome.commit.id);
     graph.create_branch("idle", &At::default()).await.unwrap();
     load_on(&graph, "main", &[person("zed", 1)]).await;
     let head = graph.snapshot(&At::default()).await.unwrap();
-    let idle = graph.merge_branch("idle", "main").await.unwrap();
+    let idle = graph
+        .merge_branch("idle", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(idle.kind, MergeKind::UpToDate);
     assert_eq!(idle.commit.id, head.id, "no commit written");
 }
@@ -355,7 +367,10 @@ async fn a_three_way_merge_takes_each_sides_changes_and_lists_conflicts() {
     .await;
     load_on(&graph, "main", &[person("ada", 35), person("fay", 60)]).await;
 
-    let outcome = graph.merge_branch("dev", "main").await.unwrap();
+    let outcome = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(outcome.kind, MergeKind::ThreeWay);
     assert_eq!(
         ids_on(&graph, "main", "Person").await,
@@ -393,30 +408,92 @@ async fn a_three_way_merge_takes_each_sides_changes_and_lists_conflicts() {
     .await;
     load_on(&graph, "dev", &[person("bob", 42)]).await;
     let head = graph.snapshot(&At::default()).await.unwrap();
-    let conflict = graph.merge_branch("dev", "main").await.unwrap_err();
-    assert_eq!(conflict.kind(), ErrorKind::Conflict, "{conflict}");
+    let conflict = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap_err();
+    // Retrying never settles it: a kind (and exit code) of its own, not `conflict`.
+    assert_eq!(conflict.kind(), ErrorKind::MergeConflict, "{conflict}");
+    assert_eq!(conflict.kind().exit_code(), 79);
     let text = conflict.to_string();
     assert!(text.contains("2 keys"), "{text}");
+    assert!(text.contains("--prefer source"), "{text}");
     assert!(
-        text.contains("Person `bob`: changed on the merged branch, deleted on the target"),
+        text.contains("Person `bob`: changed on the merged branch (name: bob, age: 42"),
         "{text}"
     );
-    assert!(text.contains("Person `eve`"), "{text}");
+    assert!(text.contains("deleted on the target"), "{text}");
+    // Both values, and only the fields that differ.
+    assert!(
+        text.contains(
+            "Person `eve`: changed on the merged branch (age: 31), changed on the target (age: 32)"
+        ),
+        "{text}"
+    );
     assert!(!text.contains("`dan`"), "{text}");
     assert_eq!(graph.snapshot(&At::default()).await.unwrap().id, head.id);
 
     // Settled on dev as main has it: nothing is left to take, and no commit is written.
     load_on(&graph, "dev", &[person("eve", 32), delete("Person", "bob")]).await;
-    let settled = graph.merge_branch("dev", "main").await.unwrap();
+    let settled = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(settled.kind, MergeKind::UpToDate);
     assert_eq!(settled.commit.id, head.id);
     assert_eq!(age_on(&graph, "main", "eve").await, Some(32));
     // A later change on dev alone goes through.
     load_on(&graph, "dev", &[person("gus", 5)]).await;
-    let taken = graph.merge_branch("dev", "main").await.unwrap();
+    let taken = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(taken.kind, MergeKind::ThreeWay);
     assert_eq!(taken.rows.get("Person"), Some(&1));
     assert_eq!(age_on(&graph, "main", "gus").await, Some(5));
+}
+
+#[tokio::test]
+async fn a_merge_conflict_settles_one_way_when_a_side_is_preferred() {
+    use tributary::Prefer;
+    let conflicted = || async {
+        let (dir, graph) = base_graph().await;
+        graph.create_branch("dev", &At::default()).await.unwrap();
+        load_on(&graph, "dev", &[person("ada", 50), person("cy", 7)]).await;
+        load_on(
+            &graph,
+            "main",
+            &[person("ada", 60), delete("Person", "bob")],
+        )
+        .await;
+        load_on(&graph, "dev", &[person("bob", 41)]).await;
+        (dir, graph)
+    };
+
+    // The target's change stays for both keys; the rest of dev is taken.
+    let (_dir, graph) = conflicted().await;
+    let merged = graph
+        .merge_branch("dev", "main", Prefer::Target)
+        .await
+        .unwrap();
+    assert_eq!(merged.kind, MergeKind::ThreeWay);
+    assert_eq!(merged.resolved, 2);
+    assert_eq!(merged.rows.get("Person"), Some(&1), "only cy");
+    assert_eq!(age_on(&graph, "main", "ada").await, Some(60));
+    assert_eq!(age_on(&graph, "main", "bob").await, None);
+    assert_eq!(age_on(&graph, "main", "cy").await, Some(7));
+
+    // The merged branch's change wins for both: ada's age, and bob comes back.
+    let (_dir, graph) = conflicted().await;
+    let merged = graph
+        .merge_branch("dev", "main", Prefer::Source)
+        .await
+        .unwrap();
+    assert_eq!(merged.resolved, 2);
+    assert_eq!(merged.rows.get("Person"), Some(&3), "ada, bob and cy");
+    assert_eq!(age_on(&graph, "main", "ada").await, Some(50));
+    assert_eq!(age_on(&graph, "main", "bob").await, Some(41));
+    assert_eq!(age_on(&graph, "main", "cy").await, Some(7));
 }
 
 #[tokio::test]
@@ -432,7 +509,10 @@ async fn a_merge_that_would_break_an_endpoint_or_a_unique_value_is_refused_with_
     )
     .await;
     let head = graph.snapshot(&At::default()).await.unwrap();
-    let refused = graph.merge_branch("dev", "main").await.unwrap_err();
+    let refused = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::InvalidInput, "{refused}");
     assert!(refused.to_string().contains("Knows `cy->bob`"), "{refused}");
     assert_eq!(graph.snapshot(&At::default()).await.unwrap().id, head.id);
@@ -442,7 +522,10 @@ async fn a_merge_that_would_break_an_endpoint_or_a_unique_value_is_refused_with_
     graph.create_branch("dev", &At::default()).await.unwrap();
     load_on(&graph, "dev", &[edge("Knows", "bob", "ada")]).await;
     load_on(&graph, "main", &[delete("Person", "bob")]).await;
-    let refused = graph.merge_branch("dev", "main").await.unwrap_err();
+    let refused = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap_err();
     assert!(
         refused.to_string().contains("Knows `bob->ada`"),
         "{refused}"
@@ -453,7 +536,10 @@ async fn a_merge_that_would_break_an_endpoint_or_a_unique_value_is_refused_with_
     graph.create_branch("dev", &At::default()).await.unwrap();
     load_on(&graph, "dev", &[person_with_email("cy", "x@y.z")]).await;
     load_on(&graph, "main", &[person_with_email("dan", "x@y.z")]).await;
-    let refused = graph.merge_branch("dev", "main").await.unwrap_err();
+    let refused = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap_err();
     assert!(refused.to_string().contains("Person `cy`"), "{refused}");
     assert_eq!(
         ids_on(&graph, "main", "Person").await,
@@ -509,7 +595,10 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
     );
     assert_eq!(age_on(&graph, "main", "bob").await, Some(52));
     // Merges still find their base after the cleanup.
-    let merged = graph.merge_branch("a", "main").await.unwrap();
+    let merged = graph
+        .merge_branch("a", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(merged.kind, MergeKind::ThreeWay);
     assert_eq!(age_on(&graph, "main", "ada").await, Some(42));
     assert_eq!(age_on(&graph, "main", "bob").await, Some(52));
@@ -519,7 +608,10 @@ async fn cleanup_keeps_what_every_branch_reads_and_a_deleted_branch_frees_its_ve
     load_on(&graph, "a", &[person("cy", 1)]).await;
     load_on(&graph, "main", &[person("bob", 70)]).await;
     graph.cleanup(std::time::Duration::ZERO).await.unwrap();
-    let again = graph.merge_branch("a", "main").await.unwrap();
+    let again = graph
+        .merge_branch("a", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(again.kind, MergeKind::ThreeWay);
     assert_eq!(
         again.rows.get("Person"),
@@ -579,13 +671,19 @@ async fn a_merge_stopped_in_any_crash_window_lands_once_or_not_at_all() {
             let _lock = crate::FAILPOINTS.lock().await;
             let scenario = fail::FailScenario::setup();
             fail::cfg(point, "return").unwrap();
-            let error = graph.merge_branch("dev", "main").await.unwrap_err();
+            let error = graph
+                .merge_branch("dev", "main", tributary::Prefer::Neither)
+                .await
+                .unwrap_err();
             assert!(error.to_string().contains(point), "{point}: {error}");
             scenario.teardown();
         }
         drop(graph);
         let graph = Graph::open(&uri).await.unwrap();
-        let outcome = graph.merge_branch("dev", "main").await.unwrap();
+        let outcome = graph
+            .merge_branch("dev", "main", tributary::Prefer::Neither)
+            .await
+            .unwrap();
         assert!(
             matches!(outcome.kind, MergeKind::UpToDate | MergeKind::FastForward),
             "{point}: {outcome:?}"

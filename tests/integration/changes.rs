@@ -303,7 +303,10 @@ async fn a_consumer_that_replays_the_feed_ends_equal_to_the_graph_through_kills_
                     )
                     .await
                     .unwrap();
-                graph.merge_branch(&name, "main").await.unwrap();
+                graph
+                    .merge_branch(&name, "main", tributary::Prefer::Neither)
+                    .await
+                    .unwrap();
             }
             // A restart.
             _ => {
@@ -387,7 +390,10 @@ async fn a_merge_shows_the_merged_rows_on_the_target_and_a_new_branch_shows_none
     assert!(matches!(side[0], ChangeRecord::Commit(_)), "{:?}", side[0]);
     assert_eq!(summary(&side).len(), 2);
 
-    graph.merge_branch("side", "main").await.unwrap();
+    graph
+        .merge_branch("side", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     let merged = all_changes(&graph, &before).await;
     assert_eq!(
         summary(&merged),

@@ -811,7 +811,10 @@ async fn branches_on_s3_fork_merge_and_are_cleaned_up() {
         1,
         "main does not see dev's rows"
     );
-    let merged = graph.merge_branch("dev", "main").await.unwrap();
+    let merged = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     assert_eq!(merged.kind, tributary::MergeKind::FastForward);
     let after = people(&graph).await;
     assert_eq!(after.get("ada").map(String::as_str), Some("dev"));

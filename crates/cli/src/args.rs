@@ -8,7 +8,7 @@ use crate::backend::ServerArgs;
 use crate::output::Format;
 use crate::query::{AtArgs, ViewArgs};
 use crate::Failure;
-use crate::{branch, changes, embedder, query, serve, snapshot};
+use crate::{branch, changes, embedder, export, query, serve, snapshot};
 
 pub(crate) const EXIT_HELP: &str =
     "Exit status: 0 success (also when the reader of the output goes \
@@ -18,7 +18,8 @@ not go together, a --watch interval); 65 invalid input \
 (the message names the line and field; also `ingest --strict` and `--fail-on-reject`); 66 \
 not found (a graph, branch, type, row or input file); 70 internal error; 74 I/O error \
 (reading input, writing output); 75 conflict, fenced or unavailable (retry); 77 \
-unauthorized or forbidden; 130 `ingest` stopped by a signal (what it acknowledged stays \
+unauthorized or forbidden; 79 a merge conflict (keys changed differently on both \
+branches: retrying does not help, `branch merge --prefer` does); 130 `ingest` stopped by a signal (what it acknowledged stays \
 durable).\n\nLogs go to stderr: RUST_LOG (e.g. `info`, `tributary=debug`) or TRIBUTARY_LOG \
 (a level) chooses what, --log-format json makes each line a JSON object.";
 
@@ -30,7 +31,7 @@ durable).\n\nLogs go to stderr: RUST_LOG (e.g. `info`, `tributary=debug`) or TRI
 #[command(name = "tributary", version, after_help = EXIT_HELP)]
 pub(crate) struct Cli {
     /// Output format [default: table on a terminal, ndjson otherwise]
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, help_heading = "Global options")]
     pub(crate) format: Option<Format>,
 
     /// How log lines on stderr are written: `text`, or `json` (one object per line, for a
@@ -40,7 +41,8 @@ pub(crate) struct Cli {
         global = true,
         value_enum,
         default_value = "text",
-        env = "TRIBUTARY_LOG_FORMAT"
+        env = "TRIBUTARY_LOG_FORMAT",
+        help_heading = "Global options"
     )]
     pub(crate) log_format: LogFormat,
 
@@ -78,6 +80,7 @@ pub(crate) enum Command {
     /// Load NDJSON as one commit: every line is validated first, and nothing is written
     /// unless all are valid.
     Load {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// NDJSON file, or `-` for standard input.
         #[arg(default_value = "-")]
@@ -95,6 +98,7 @@ pub(crate) enum Command {
     },
     /// Read rows of a node or edge type.
     Read {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// Node or edge type name.
         r#type: String,
@@ -104,22 +108,49 @@ pub(crate) enum Command {
         /// Comma-separated columns to show.
         #[arg(long, value_delimiter = ',')]
         select: Option<Vec<String>>,
+        /// At most this many rows (every row when not given).
         #[arg(long)]
         limit: Option<usize>,
+        /// Skip this many rows first (after --order-by).
+        #[arg(long)]
+        offset: Option<usize>,
+        /// Sort by these columns (comma-separated; `age:desc` for descending), the first
+        /// deciding first. Every matching row is read to sort them.
+        #[arg(long, value_delimiter = ',', value_name = "COLUMN[:desc],...")]
+        order_by: Vec<String>,
+        #[command(flatten)]
+        view: ViewArgs,
+    },
+    /// Count the rows of a node or edge type (that match --filter).
+    Count {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
+        graph: String,
+        /// Node or edge type name.
+        r#type: String,
+        /// SQL predicate, e.g. "age > 30".
+        #[arg(long)]
+        filter: Option<String>,
         #[command(flatten)]
         view: ViewArgs,
     },
     /// Show one node or edge by key (an edge's key is `from->to` unless it declares @key).
     Get {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
+        /// Node or edge type name.
         r#type: String,
+        /// The row's key.
         key: String,
+        /// Comma-separated columns to show (all when not given).
+        #[arg(long, value_delimiter = ',')]
+        select: Option<Vec<String>>,
         #[command(flatten)]
         view: ViewArgs,
     },
     /// Which shard each key of a `@stream(shards = N)` type (node or edge: `SRC->DST` keys an edge) is in: where to send it
     /// when processes own shares of the shards (`serve --shards`, `ingest --shards`).
     Shards {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// The node type.
         r#type: String,
@@ -129,6 +160,7 @@ pub(crate) enum Command {
     },
     /// Show the nodes connected to a node over an edge type.
     Neighbors {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// The node's type.
         r#type: String,
@@ -140,6 +172,9 @@ pub(crate) enum Command {
         /// Follow edges into the node instead of out of it.
         #[arg(long = "in")]
         incoming: bool,
+        /// Comma-separated columns to show (all when not given).
+        #[arg(long, value_delimiter = ',')]
+        select: Option<Vec<String>>,
         #[command(flatten)]
         view: ViewArgs,
     },
@@ -149,6 +184,7 @@ pub(crate) enum Command {
     /// Lance's `l2`, lowest first).
     #[command(group = clap::ArgGroup::new("query").required(true))]
     Search {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         r#type: String,
         /// Words to search for.
@@ -165,6 +201,9 @@ pub(crate) enum Command {
         /// How many rows to return.
         #[arg(short, long, default_value_t = 10)]
         k: usize,
+        /// Comma-separated columns to show (all when not given).
+        #[arg(long, value_delimiter = ',')]
+        select: Option<Vec<String>>,
         #[command(flatten)]
         view: ViewArgs,
     },
@@ -195,11 +234,18 @@ pub(crate) enum Command {
     Sql(query::QueryArgs),
     /// Show the commits of a branch, newest first.
     Log {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
+        /// The branch whose commits to show.
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
+        /// At most this many commits, newest first.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// As a table, also show each commit's parents, its rows per table, the shards it
+        /// folded and the table versions it pins (JSON always has them).
+        #[arg(long)]
+        wide: bool,
     },
     /// Print a commit as a snapshot any Lance reader can open (JSON unless `--format`
     /// says otherwise): per node and edge type, the table's URI, the Lance version the
@@ -211,6 +257,14 @@ pub(crate) enum Command {
     /// lance.dataset(uri).checkout_version((lance_branch, version))). Like a branch head, a
     /// pin keeps its tables' versions from the pinned one on.
     Snapshot(snapshot::SnapshotArgs),
+    /// Write a commit's rows as NDJSON load lines (node types, then edge types, every
+    /// field; published rows only), so a graph made with the same schema takes them back:
+    ///
+    /// tributary schema g > g.tg && tributary export g g.ndjson
+    /// tributary init h --schema g.tg && tributary load h g.ndjson
+    ///
+    /// With a FILE it prints what it wrote: the commit and the rows per type.
+    Export(export::ExportArgs),
     /// Print what each commit after `--since` changed, in commit order, as NDJSON (always:
     /// `--format` other than ndjson is refused): per
     /// type the rows inserted and updated (`"op":"insert"`/`"update"`, every column under
@@ -234,6 +288,7 @@ pub(crate) enum Command {
     /// window that no branch head and no pin (`snapshot --pin`) holds (reads at other commits
     /// older than that may fail). `kept_for_pins` names the pins it honoured.
     Cleanup {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// Retention window for old table versions: e.g. 7d, 12h, 30m, 90s, 0s.
         #[arg(long, default_value = "7d", value_parser = parse_duration)]
@@ -253,6 +308,7 @@ pub(crate) enum Command {
     /// List dead letters: ingested rows a fold could not apply (missing edge endpoint,
     /// @card or @unique broken), with the fold commit that recorded them.
     Rejects {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         #[command(flatten)]
         at: AtArgs,
@@ -359,6 +415,7 @@ pub(crate) enum SchemaAction {
     /// new schema at their next load or fold. Refused while a branch other than `main`
     /// exists.
     Apply {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         /// The new schema file.
         file: PathBuf,
@@ -375,6 +432,7 @@ pub(crate) enum IngestAction {
     /// (the highest whose lines the graph holds); in JSON, one object: {"shards": [...],
     /// "producers": [...]}. CSV holds one table: the shards.
     Status {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,
@@ -388,6 +446,7 @@ pub(crate) enum IngestAction {
     /// rows folded and deleted per type, dead letters, and the commit (none when nothing
     /// was pending).
     Fold {
+        /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
         graph: String,
         #[arg(long, default_value = tributary::MAIN_BRANCH)]
         branch: String,

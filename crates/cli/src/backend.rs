@@ -6,6 +6,11 @@ use tributary::{Graph, GraphBuilder, GraphOps, SessionCaches, StoreOptions};
 use crate::remote::Remote;
 use crate::Failure;
 
+/// The help heading of the options that reach a server (not `serve`'s own).
+pub const CLIENT: &str = "Client options (run on a server)";
+/// The help heading of the options that say how storage is reached.
+const STORAGE: &str = "Storage options";
+
 /// `--server` and `--token` (or `TRIBUTARY_SERVER` / `TRIBUTARY_TOKEN`, or
 /// `--token-file`, so a token never has to appear in a process listing), and `--ca-cert`
 /// for a server whose certificate the system does not trust.
@@ -14,34 +19,34 @@ pub struct ServerArgs {
     /// Run the command on a `tributary serve` at this URL; GRAPH is then the graph id.
     /// `ingest` takes several (repeated or comma-separated): servers that each own some
     /// shards (`serve --shards`), each line going to the owner of its key's shard.
-    #[arg(long, global = true, env = "TRIBUTARY_SERVER", value_delimiter = ',')]
+    #[arg(long, global = true, env = "TRIBUTARY_SERVER", value_delimiter = ',', help_heading = CLIENT)]
     pub server: Vec<String>,
     /// Bearer token for --server. Prefer TRIBUTARY_TOKEN or --token-file: a command
     /// line is visible to every user of the machine.
-    #[arg(long, global = true, env = "TRIBUTARY_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "TRIBUTARY_TOKEN", hide_env_values = true, help_heading = CLIENT)]
     pub token: Option<String>,
     /// Read the bearer token for --server from this file (its first line); it wins over
     /// --token.
-    #[arg(long, global = true, env = "TRIBUTARY_TOKEN_FILE")]
+    #[arg(long, global = true, env = "TRIBUTARY_TOKEN_FILE", help_heading = CLIENT)]
     pub token_file: Option<std::path::PathBuf>,
     /// Trust this PEM certificate (a CA's, or the server's own) for an https:// --server,
     /// besides the system's roots.
-    #[arg(long, global = true, env = "TRIBUTARY_CA_CERT")]
+    #[arg(long, global = true, env = "TRIBUTARY_CA_CERT", help_heading = CLIENT)]
     pub ca_cert: Option<std::path::PathBuf>,
     /// An object-store setting for a graph on S3, KEY=VALUE; repeat for more (e.g.
     /// `--store-option aws_endpoint=http://127.0.0.1:9000 --store-option allow_http=true`).
     /// The standard AWS_* environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
     /// AWS_REGION, AWS_ENDPOINT, ...) fills what is not given.
-    #[arg(long = "store-option", global = true, value_name = "KEY=VALUE",
+    #[arg(long = "store-option", global = true, value_name = "KEY=VALUE", help_heading = STORAGE,
           value_parser = StoreOptions::parse_setting)]
     pub store_options: Vec<(String, String)>,
     /// MiB of Lance metadata (manifests, fragment and index metadata) each open graph may
     /// cache; the least recently used goes first.
-    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_METADATA_CACHE_MIB",
+    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_METADATA_CACHE_MIB", help_heading = STORAGE,
           default_value_t = SessionCaches::default().metadata_bytes >> 20)]
     pub metadata_cache_mib: usize,
     /// MiB of index pages (key lookups, text and vector search) each open graph may cache.
-    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_INDEX_CACHE_MIB",
+    #[arg(long, global = true, value_name = "MIB", env = "TRIBUTARY_INDEX_CACHE_MIB", help_heading = STORAGE,
           default_value_t = SessionCaches::default().index_bytes >> 20)]
     pub index_cache_mib: usize,
 }

@@ -17,6 +17,7 @@ const PAGE_COMMITS: usize = 256;
 
 #[derive(Debug, clap::Args)]
 pub struct ChangesArgs {
+    /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
     pub graph: String,
     /// The last commit you processed (`log` lists them): the feed starts after it.
     /// `head` starts at the branch's head now (with `--follow`: only what comes next).

@@ -11,6 +11,7 @@ use crate::Failure;
 
 #[derive(Debug, Args)]
 pub struct EmbedderArgs {
+    /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
     graph: String,
     /// Set the provider: `builtin` (offline: hashing of words, lexical, not semantic) or
     /// `openai` (any service speaking the OpenAI embeddings API: hosted, Ollama, vLLM,

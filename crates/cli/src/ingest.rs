@@ -60,10 +60,11 @@ pub async fn run(
     // to generations, so no acknowledged row waits in this process's WAL for a replay.
     graph.stop_folder().await;
     let closed = graph.close_writers().await;
-    let (totals, stop, seconds, fold_commit) = streamed?;
+    let (totals, stop, seconds) = streamed?;
     closed?;
     // Only this run's folds (its background folder and its last fold) count.
-    let dead_letters = graph.dead_letters_folded();
+    let folds = graph.folds_made();
+    let dead_letters = folds.dead_letters;
     let summary = json!({
         "summary": true,
         "acked": totals.acked,
@@ -71,7 +72,8 @@ pub async fn run(
         "dead_letters": dead_letters,
         "through_line": totals.through_line,
         "duplicates": totals.duplicates,
-        "fold_commit": fold_commit,
+        "fold_commits": folds.commits,
+        "rows_folded": folds.rows,
         "interrupted": matches!(stop, Some(Stop::Signal)),
         "seconds": tributary_server::to_the_millisecond(seconds),
         "rows_per_s": tributary_server::rows_per_s(totals.acked, seconds),
@@ -81,19 +83,24 @@ pub async fn run(
         Format::Json | Format::Ndjson => writeln!(out, "{summary}").map_err(io)?,
         _ => writeln!(
             out,
-            "{} durable, {}, {}through line {} in {seconds:.2}s ({:.0} rows/s); {}{}",
+            "{} durable, {}, {}through line {} in {seconds:.2}s ({} rows/s); {}{}",
             rows_text(totals.acked),
             lines_text(totals.rejected, "rejected"),
             duplicates_text(totals.duplicates),
             totals.through_line,
-            totals.acked as f64 / seconds.max(1e-9),
-            match (&fold_commit, args.fold, &stop) {
+            tributary_server::rows_per_s(totals.acked, seconds),
+            match (folds.commits.as_slice(), args.fold, &stop) {
                 (_, _, Some(Stop::Signal)) => {
                     "interrupted: what was acknowledged is flushed; a fold publishes it".to_owned()
                 }
-                (Some(commit), _, _) => format!("folded, last fold commit {commit}"),
-                (None, true, _) => "folded".to_owned(),
-                (None, false, _) => "a fold publishes them (tributary ingest fold)".to_owned(),
+                ([commit], _, _) => format!("{} folded in commit {commit}", rows_text(folds.rows)),
+                ([.., last], _, _) => format!(
+                    "{} folded in {} commits, the last {last}",
+                    rows_text(folds.rows),
+                    folds.commits.len()
+                ),
+                ([], true, _) => "nothing to fold".to_owned(),
+                ([], false, _) => "a fold publishes them (tributary ingest fold)".to_owned(),
             },
             match dead_letters {
                 0 => String::new(),
@@ -114,6 +121,9 @@ pub async fn run(
     if stop.is_none() && args.fail_on_reject {
         refuse_rejects(totals.rejected, args.fold.then_some(dead_letters))?;
     }
+    if stop.is_none() {
+        nothing_written(totals.acked, totals.rejected, totals.duplicates)?;
+    }
     match stop {
         Some(Stop::Strict(bad)) => Err(Failure::invalid(format!("--strict: stopped at {bad}"))),
         Some(Stop::Signal) => Err(Failure::interrupted(format!(
@@ -125,14 +135,14 @@ pub async fn run(
 }
 
 /// The streaming part of a run: read, send, report, and fold at the end. Returns the
-/// totals, why it stopped early (if it did), its duration and the last fold commit.
+/// totals, why it stopped early (if it did) and its duration.
 async fn stream(
     graph: &Arc<Graph>,
     args: &IngestRun,
     format: Format,
     out: &mut dyn Write,
     stop_requested: impl std::future::Future<Output = ()>,
-) -> Result<(Totals, Option<Stop>, f64, Option<String>), Failure> {
+) -> Result<(Totals, Option<Stop>, f64), Failure> {
     let ingestor = graph.ingestor(&IngestOptions {
         branch: tributary::branch(&args.branch)?,
         strict: args.strict,
@@ -188,18 +198,15 @@ async fn stream(
     // Publish what was acknowledged (unless asked not to, or stopped by a signal). A
     // signal during this fold abandons it: a fold stopped half-way is resolved by the next
     // writer, like one a crash stopped, and nothing acknowledged depends on it.
-    let mut fold_commit = None;
     if args.fold && !matches!(stop, Some(Stop::Signal)) {
         graph.stop_folder().await;
         tokio::select! {
             biased;
             _ = &mut stop_requested => stop = Some(Stop::Signal),
-            folded = graph.fold(&args.branch) => {
-                fold_commit = folded?.commit.map(|c| c.id.to_string());
-            }
+            folded = graph.fold(&args.branch) => drop(folded?),
         }
     }
-    Ok((totals, stop, seconds, fold_commit))
+    Ok((totals, stop, seconds))
 }
 
 /// A progress bar on stderr for reading `file`: bytes read of its size, rate and time
@@ -407,6 +414,26 @@ pub(crate) fn rows_text(n: u64) -> String {
     } else {
         format!("{n} rows")
     }
+}
+
+/// A run that wrote nothing says so on stderr; one whose every line was rejected fails
+/// (exit 65, after the summary), `--fail-on-reject` or not: a script notices.
+pub(crate) fn nothing_written(acked: u64, rejected: u64, duplicates: u64) -> Result<(), Failure> {
+    match (acked, rejected, duplicates) {
+        (0, 0, 0) => eprintln!("nothing was written: the input holds no lines"),
+        (0, 0, duplicates) => eprintln!(
+            "nothing new was written: {} acknowledged before (duplicates)",
+            lines_text(duplicates, "were")
+        ),
+        (0, rejected, 0) => {
+            return Err(Failure::invalid(match rejected {
+                1 => "the input's only line was rejected; nothing was written".to_owned(),
+                n => format!("all {n} lines of the input were rejected; nothing was written"),
+            }))
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// `--fail-on-reject`: the run fails (exit 65) when a line was rejected or a row went to

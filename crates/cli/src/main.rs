@@ -7,6 +7,7 @@ mod branch;
 mod changes;
 mod documents;
 mod embedder;
+mod export;
 mod failure;
 mod ingest;
 mod output;
@@ -21,7 +22,6 @@ mod snapshot;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use clap::Parser;
 use tributary::{
     At, Direction, ErrorKind, LoadMode, LoadOptions, ReadOptions, RejectPolicy, SearchQuery,
 };
@@ -50,9 +50,57 @@ fn map_large_allocations() {
     }
 }
 
+/// The command line, parsed as `Cli` declares it. `serve --help` leaves out the options
+/// that reach a server: they are global, so every other command takes them.
+fn parse_command_line() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().try_get_matches_from(std::env::args_os());
+    let matches = match matches {
+        Ok(matches) => matches,
+        Err(error) => {
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            let serve = args
+                .iter()
+                .find(|a| !a.starts_with('-'))
+                .is_some_and(|a| a == "serve");
+            let help = matches!(
+                error.kind(),
+                clap::error::ErrorKind::DisplayHelp
+                    | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            );
+            if serve && help {
+                print_serve_help(args.iter().any(|a| a == "--help"));
+            }
+            error.exit()
+        }
+    };
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
+/// `serve`'s help without the client's options, then exit.
+fn print_serve_help(long: bool) {
+    use clap::CommandFactory;
+    let mut command = Cli::command();
+    command.build();
+    let Some(serve) = command.find_subcommand_mut("serve") else {
+        return;
+    };
+    let mut serve = ["server", "token", "token_file", "ca_cert"]
+        .into_iter()
+        .fold(serve.clone(), |serve, id| {
+            serve.mut_arg(id, |arg| arg.hide(true))
+        });
+    let printed = if long {
+        serve.print_long_help()
+    } else {
+        serve.print_help()
+    };
+    std::process::exit(i32::from(printed.is_err()));
+}
+
 fn main() -> ExitCode {
     map_large_allocations();
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     // A reader gone is the end of the output for a read; for an ingest, the lines not
     // sent yet are not written, which is not a success.
     let ingesting = matches!(&cli.command, Command::Ingest(args) if args.action.is_none());
@@ -112,7 +160,7 @@ fn main() -> ExitCode {
             if !failure.conflicts.is_empty() && matches!(format, Format::Json | Format::Ndjson) {
                 let refused = serde_json::json!({
                     "merged": false,
-                    "kind": ErrorKind::Conflict.name(),
+                    "kind": ErrorKind::MergeConflict.name(),
                     "error": failure.message,
                     "conflicts": failure.conflicts,
                 });
@@ -170,6 +218,12 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         } => {
             let text = read_input(&file)?;
             let opened = backend::open(&graph, &server).await?;
+            // Nothing to load is no error: a script that loads whatever a day produced
+            // goes on. The graph is opened first, so a wrong one still fails.
+            if text.trim_start_matches('\u{feff}').trim().is_empty() {
+                eprintln!("nothing to load: {file} holds no lines; nothing was written");
+                return Ok(());
+            }
             let mode = match mode {
                 ModeArg::Upsert => LoadMode::Upsert,
                 ModeArg::Insert => LoadMode::Insert,
@@ -212,6 +266,8 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             filter,
             select,
             limit,
+            offset,
+            order_by,
             view,
         } => {
             let opened = backend::open(&graph, &server).await?;
@@ -220,10 +276,31 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 filter,
                 select,
                 limit,
+                offset,
+                order_by: order_by
+                    .iter()
+                    .map(|key| tributary::SortKey::parse(key))
+                    .collect::<tributary::Result<_>>()?,
                 fresh: view.fresh,
             };
             let batch = opened.read(&r#type, &options).await?;
             emit(&mut out, &batch)
+        }
+        Command::Count {
+            graph,
+            r#type,
+            filter,
+            view,
+        } => {
+            let opened = backend::open(&graph, &server).await?;
+            let options = ReadOptions {
+                at: view.at.at()?,
+                filter,
+                fresh: view.fresh,
+                ..ReadOptions::default()
+            };
+            let count = opened.count(&r#type, &options).await?;
+            summarize(&mut out, output::Summary::new().with("count", count))
         }
         Command::Shards {
             graph,
@@ -238,15 +315,33 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             graph,
             r#type,
             key,
+            select,
             view,
         } => {
             let opened = backend::open(&graph, &server).await?;
-            match opened.get(&r#type, &key, &view.view()?).await? {
-                Some(batch) => emit(&mut out, &batch),
-                None => Err(Failure::of(
-                    ErrorKind::NoRow,
-                    format!("{type} `{key}` not found", type = r#type),
-                )),
+            let view = view.view()?;
+            match opened.get(&r#type, &key, &view).await? {
+                Some(batch) => emit(&mut out, &output::select(batch, select.as_deref())?),
+                None => {
+                    // Acknowledged and not folded yet: the one read that would see it.
+                    let pending = match (&view.at, view.fresh) {
+                        (At::Branch(_), false) => {
+                            let fresh = tributary::View::fresh(view.at.clone());
+                            matches!(opened.get(&r#type, &key, &fresh).await, Ok(Some(_)))
+                        }
+                        _ => false,
+                    };
+                    let hint = if pending {
+                        "; it is acknowledged and not folded yet: `--fresh` reads it, and a \
+                         fold (`tributary ingest fold`) publishes it"
+                    } else {
+                        ""
+                    };
+                    Err(Failure::of(
+                        ErrorKind::NoRow,
+                        format!("{type} `{key}` not found{hint}", type = r#type),
+                    ))
+                }
             }
         }
         Command::Neighbors {
@@ -255,6 +350,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             key,
             edge,
             incoming,
+            select,
             view,
         } => {
             let opened = backend::open(&graph, &server).await?;
@@ -266,7 +362,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             let batch = opened
                 .neighbors(&r#type, &key, &edge, direction, &view.view()?)
                 .await?;
-            emit(&mut out, &batch)
+            emit(&mut out, &output::select(batch, select.as_deref())?)
         }
         Command::Search {
             graph,
@@ -275,6 +371,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             nearest,
             similar,
             k,
+            select,
             view,
         } => {
             let query = match (text, nearest, similar) {
@@ -289,16 +386,17 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             };
             let opened = backend::open(&graph, &server).await?;
             let batch = opened.search(&r#type, &query, k, &view.view()?).await?;
-            emit(&mut out, &batch)
+            emit(&mut out, &output::select(batch, select.as_deref())?)
         }
         Command::Log {
             graph,
             branch,
             limit,
+            wide,
         } => {
             let opened = backend::open(&graph, &server).await?;
             let commits = opened.log(&branch, limit).await?;
-            output::write_commits(&mut out, format, &commits).map_err(Failure::io)
+            output::write_commits(&mut out, format, &commits, wide).map_err(Failure::io)
         }
         Command::Ingest(args) => match (args.action, args.graph) {
             (
@@ -407,6 +505,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
         Command::Branch(action) => branch::run(action, &server, format, &mut out).await,
         Command::Snapshot(args) => snapshot::run(args, &server, format, &mut out).await,
         Command::Changes(args) => changes::run(args, &server, &mut out).await,
+        Command::Export(args) => export::run(args, &server, format, &mut out).await,
         Command::Embedder(args) => embedder::run(args, &server, format, &mut out).await,
         Command::Query(args) => {
             query::run(args, tributary::Language::Cypher, &server, format, &mut out).await

@@ -11,6 +11,8 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use clap::ValueEnum;
 use tributary::CommitRecord;
 
+use crate::Failure;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     /// Aligned columns for people (the default on a terminal).
@@ -74,6 +76,17 @@ impl Write for Stdout {
     }
 }
 
+/// A `--format json` document: indented for a person at a terminal, one line for a
+/// program reading a pipe or a file (`ndjson` is always one line per record).
+pub fn json_text<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    }
+}
+
 pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
     match format {
@@ -85,10 +98,8 @@ pub fn write_batch(out: &mut dyn Write, format: Format, batch: &RecordBatch) -> 
             writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" }).map_err(|e| err(&e))
         }
         Format::Json => {
-            let mut writer = arrow_json::ArrayWriter::new(&mut *out);
-            writer.write(batch).map_err(|e| err(&e))?;
-            writer.finish().map_err(|e| err(&e))?;
-            writeln!(out).map_err(|e| err(&e))
+            let text = json_text(&json_rows(batch)?).map_err(|e| err(&e))?;
+            writeln!(out, "{text}").map_err(|e| err(&e))
         }
         Format::Ndjson => {
             let mut writer = arrow_json::LineDelimitedWriter::new(&mut *out);
@@ -122,7 +133,7 @@ pub fn write_batch_nesting(
         }
     }
     if format == Format::Json {
-        let text = serde_json::to_string(&rows).map_err(|e| err(&e))?;
+        let text = json_text(&rows).map_err(|e| err(&e))?;
         writeln!(out, "{text}").map_err(|e| err(&e))
     } else {
         for row in rows {
@@ -223,7 +234,16 @@ pub fn write_commits(
     out: &mut dyn Write,
     format: Format,
     commits: &[CommitRecord],
+    wide: bool,
 ) -> Result<(), String> {
+    if format == Format::Table && !wide {
+        // What fits 100 columns; `--wide` (or JSON) adds parents and per-table figures.
+        let batch = commits_batch(commits);
+        let narrow = ["commit", "kind", "actor", "time", "rows"]
+            .map(|name| batch.schema().index_of(name).unwrap_or_default());
+        let batch = batch.project(&narrow).map_err(|e| e.to_string())?;
+        return write_batch(out, format, &batch);
+    }
     if !matches!(format, Format::Json | Format::Ndjson) {
         return write_batch(out, format, &commits_batch(commits));
     }
@@ -258,7 +278,7 @@ pub fn write_commits(
         })
         .collect();
     if format == Format::Json {
-        let text = serde_json::to_string(&objects).map_err(|e| err(&e))?;
+        let text = json_text(&objects).map_err(|e| err(&e))?;
         writeln!(out, "{text}").map_err(|e| err(&e))
     } else {
         for object in objects {
@@ -392,6 +412,30 @@ pub fn fold_summary(outcome: &tributary::FoldOutcome) -> Summary {
 /// What a command did, as named values: one JSON object for `json` and `ndjson` (counts
 /// are numbers, per-type counts an object, ids strings), a `field`/`value` table for
 /// `table` and `csv` (an object's entries as `field.key` rows).
+/// Only the `columns` of `batch`, in that order (every column for `None`); a name it does
+/// not have is refused with the ones it has.
+pub fn select(batch: RecordBatch, columns: Option<&[String]>) -> Result<RecordBatch, Failure> {
+    let Some(columns) = columns else {
+        return Ok(batch);
+    };
+    let schema = batch.schema();
+    let indices = columns
+        .iter()
+        .map(|name| {
+            schema.index_of(name).map_err(|_| {
+                let known: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                Failure::invalid(format!(
+                    "--select: no column `{name}` (the columns are {})",
+                    known.join(", ")
+                ))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    batch
+        .project(&indices)
+        .map_err(|e| Failure::internal(e.to_string()))
+}
+
 #[derive(Debug, Default)]
 pub struct Summary(Vec<(String, serde_json::Value)>);
 
@@ -426,7 +470,7 @@ impl Summary {
                 let object: serde_json::Map<String, serde_json::Value> =
                     self.0.iter().cloned().collect();
                 let text = if format == Format::Json {
-                    serde_json::to_string_pretty(&object)
+                    json_text(&object)
                 } else {
                     serde_json::to_string(&object)
                 };

@@ -62,7 +62,14 @@ impl Remote {
             }
             Ok(body) => {
                 let kind = ErrorKind::from_name(&body.kind).unwrap_or(ErrorKind::Internal);
-                Error::remote(kind, body.error)
+                let hint = match (kind, &self.token) {
+                    (ErrorKind::Unauthorized, None) => {
+                        " (give the server's token with --token-file FILE, TRIBUTARY_TOKEN \
+                         or --token)"
+                    }
+                    _ => "",
+                };
+                Error::remote(kind, format!("{}{hint}", body.error))
             }
             Err(_) => internal(format!("the server answered {status}: {text}")),
         })

@@ -195,9 +195,13 @@ pub async fn run(
         stream_lines(remote, None, source, &args, &mut print).await?
     };
     report(&summary, format, out, "the server folds them")?;
+    let count = |field: &str| summary[field].as_u64().unwrap_or(0);
     if args.fail_on_reject {
         // The server folds: its dead letters are not this run's to count.
-        crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), None)?;
+        crate::ingest::refuse_rejects(count("rejected"), None)?;
+    }
+    if summary.get("error").is_none() {
+        crate::ingest::nothing_written(count("acked"), count("rejected"), count("duplicates"))?;
     }
     Ok(())
 }

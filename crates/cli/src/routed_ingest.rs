@@ -331,10 +331,11 @@ pub async fn run(
     match failure.map(|(_, failed)| failed) {
         None => {
             report(&summary, format, out, "the servers fold them")?;
+            let count = |field: &str| summary[field].as_u64().unwrap_or(0);
             if args.fail_on_reject {
-                crate::ingest::refuse_rejects(summary["rejected"].as_u64().unwrap_or(0), None)?;
+                crate::ingest::refuse_rejects(count("rejected"), None)?;
             }
-            Ok(())
+            crate::ingest::nothing_written(count("acked"), count("rejected"), count("duplicates"))
         }
         Some(Failed::Wire(error)) => {
             summary["error"] = error;

@@ -14,6 +14,7 @@ use crate::Failure;
 
 #[derive(Debug, clap::Args)]
 pub struct SnapshotArgs {
+    /// The graph: a directory, a file:// URI or s3://bucket/prefix; with --server, its id.
     pub graph: String,
     #[command(flatten)]
     pub at: AtArgs,
@@ -53,10 +54,11 @@ pub async fn run(
     write_snapshot(out, format, &snapshot)
 }
 
-/// The document as JSON (pretty, or one line for `ndjson`); as a table, one row per type.
+/// The document as JSON (see [`output::json_text`]; one line for `ndjson`); as a table,
+/// one row per type.
 fn write_snapshot(out: &mut dyn Write, format: Format, snapshot: &Snapshot) -> Result<(), Failure> {
     let text = match format {
-        Format::Json => serde_json::to_string_pretty(snapshot),
+        Format::Json => output::json_text(snapshot),
         Format::Ndjson => serde_json::to_string(snapshot),
         Format::Table | Format::Csv => {
             return output::write_batch(out, format, &table_rows(snapshot)).map_err(Failure::io)

@@ -57,7 +57,10 @@ pub enum Error {
         meant: Option<String>,
     },
 
-    #[snafu(display("edge {edge} goes {from} -> {to}, not {way} {node_type}"))]
+    #[snafu(display(
+        "edge {edge} goes {from} -> {to}, not {way} {node_type}{}",
+        other_end_hint(way, from, to, node_type)
+    ))]
     NotAnEndpoint {
         edge: String,
         from: String,
@@ -131,6 +134,15 @@ pub enum Error {
 
     #[snafu(display("a retention of {older_than:?} is too long"))]
     RetentionTooLong { older_than: std::time::Duration },
+
+    #[snafu(display(
+        "invalid order `{text}`: {problem} (write `column`, `column:asc` or `column:desc`)"
+    ))]
+    InvalidOrder { text: String, problem: String },
+
+    /// Stored rows that do not hold what their schema declares: a bug or damage.
+    #[snafu(display("exporting rows: {problem}"))]
+    Export { problem: String },
 
     /// Arrow refused to build rows the engine made itself: a bug.
     #[snafu(display("{action}: {source}"))]
@@ -291,6 +303,18 @@ fn describe_refusals(refused: &[tributary_schema::BreakingChange]) -> String {
     text
 }
 
+/// A neighbours read from the end an edge does not leave (or enter): the flag that reads
+/// it from the other end.
+fn other_end_hint(way: &str, from: &str, to: &str, node_type: &str) -> String {
+    match way {
+        "from" if to == node_type => format!("; to follow it into {node_type}, add --in"),
+        "to" if from == node_type => {
+            format!("; to follow it out of {node_type}, leave out --in")
+        }
+        _ => String::new(),
+    }
+}
+
 /// At most this many keys are named in a merge's refusal; the count says how many.
 const KEYS_SHOWN: usize = 10;
 
@@ -300,7 +324,7 @@ fn describe_conflicts(
     keys: &[crate::merge_keys::ConflictKey],
 ) -> String {
     let header = format!(
-        "merging `{source}` into `{target}`: {} key{} changed differently on both since they forked; nothing was merged:",
+        "merging `{source}` into `{target}`: {} key{} changed differently on both since they forked; nothing was merged (`--prefer source` or `--prefer target` keeps one side's change):",
         keys.len(),
         if keys.len() == 1 { "" } else { "s" }
     );
@@ -398,6 +422,7 @@ impl Error {
             | Error::NoLongerStreamed { .. }
             | Error::UnknownColumn { .. }
             | Error::NotAnEndpoint { .. }
+            | Error::InvalidOrder { .. }
             | Error::ZeroResults
             | Error::FreshAtCommit
             | Error::TooManyResults { .. }
@@ -414,8 +439,10 @@ impl Error {
             | Error::MergeIntoItself { .. }
             | Error::BranchesExist { .. }
             | Error::BranchExists { .. } => ErrorKind::InvalidInput,
-            Error::MergeConflict { .. } => ErrorKind::Conflict,
-            Error::Arrow { .. } | Error::NoMergeBase { .. } => ErrorKind::Internal,
+            Error::MergeConflict { .. } => ErrorKind::MergeConflict,
+            Error::Arrow { .. } | Error::Export { .. } | Error::NoMergeBase { .. } => {
+                ErrorKind::Internal
+            }
             Error::PatchedRowsChanged => ErrorKind::Conflict,
             Error::InvalidToken { .. }
             | Error::SequenceWithoutProducer
@@ -461,7 +488,7 @@ impl Error {
         conflicts: Vec<crate::merge_keys::ConflictKey>,
     ) -> Error {
         Error::Remote {
-            kind: ErrorKind::Conflict,
+            kind: ErrorKind::MergeConflict,
             message: message.into(),
             conflicts,
         }

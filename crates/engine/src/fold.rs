@@ -18,7 +18,7 @@ use tributary_write::{fold_pending, rejects_schema, FoldOutcome, REJECTS_PATH};
 
 use crate::error::{Error, LanceSnafu, Result, StorageSnafu, WalEntriesMissingSnafu};
 use crate::graph::{branch as branch_name, At, Graph, WriteTurn};
-use crate::streaming::{Folder, FolderBranches};
+use crate::streaming::{Folder, FolderBranches, FoldsMade};
 
 /// How often a fold re-plans after another process folded the same generations first.
 const FOLD_ATTEMPTS: usize = 3;
@@ -158,6 +158,11 @@ impl Graph {
             total.timings.cut_ms = cutting.elapsed().as_secs_f64() * 1e3;
             loop {
                 let outcome = self.fold_once(turn, branch, policy, &producers).await?;
+                self.streaming
+                    .folds_made
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .count(&outcome);
                 let committed = outcome.commit.is_some();
                 total.absorb(outcome);
                 if committed {
@@ -171,9 +176,6 @@ impl Graph {
         .await;
         match &result {
             Ok(outcome) => {
-                self.streaming
-                    .dead_letters
-                    .fetch_add(outcome.dead_letters, std::sync::atomic::Ordering::Relaxed);
                 if let Some(commit) = &outcome.commit {
                     self.record_fold_error(branch, lineage.as_deref(), None)
                         .await;
@@ -543,13 +545,14 @@ impl Graph {
         self.close_writers().await
     }
 
-    /// Rows the folds of this process (this open graph) have put in the dead letters
-    /// since it opened: what a run can say it turned into dead letters, whatever other
-    /// writers of the branch did meanwhile.
-    pub fn dead_letters_folded(&self) -> u64 {
+    /// What the folds of this process (this open graph) have published since it opened:
+    /// what a run can say it folded, whatever other writers of the branch did meanwhile.
+    pub fn folds_made(&self) -> FoldsMade {
         self.streaming
-            .dead_letters
-            .load(std::sync::atomic::Ordering::Relaxed)
+            .folds_made
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The dead letters visible at `at`: rows folds could not apply, with why.

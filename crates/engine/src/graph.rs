@@ -502,6 +502,24 @@ impl GraphBuilder {
 }
 
 /// `name`'s definition in `catalog`, or an error naming the type it probably meant.
+/// The ids of the graphs directly under `root` (a directory or an `s3://` prefix): the
+/// folders that hold one, sorted. Folders that hold none are not listed.
+pub async fn graphs_under(root: &str, options: StoreOptions) -> Result<Vec<String>> {
+    let store = GraphStore::open(root, options.clone()).context(StorageSnafu)?;
+    let mut graphs = Vec::new();
+    for folder in store.folders("").await.context(StorageSnafu)? {
+        let uri = format!("{}/{folder}", root.trim_end_matches('/'));
+        if Graph::builder(&uri)
+            .store_options(options.clone())
+            .exists()
+            .await?
+        {
+            graphs.push(folder);
+        }
+    }
+    Ok(graphs)
+}
+
 pub(crate) fn type_in<'c>(catalog: &'c Catalog, name: &str) -> Result<&'c TypeDef> {
     catalog.get(name).ok_or_else(|| crate::Error::UnknownType {
         name: name.to_owned(),

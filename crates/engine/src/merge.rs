@@ -53,6 +53,29 @@ pub enum MergeKind {
     ThreeWay,
 }
 
+/// Which side's change a merge keeps for a key both branches changed differently.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Prefer {
+    /// Keep neither: the merge is refused, naming every such key.
+    #[default]
+    Neither,
+    /// The merged branch's change wins.
+    Source,
+    /// The target's change stays.
+    Target,
+}
+
 /// A finished merge.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct MergeOutcome {
@@ -65,6 +88,9 @@ pub struct MergeOutcome {
     pub rows: BTreeMap<String, u64>,
     /// Type name → rows the merge deleted on the target.
     pub deleted: BTreeMap<String, u64>,
+    /// Keys both sides changed differently, settled by the merge's preference.
+    #[serde(default)]
+    pub resolved: u64,
 }
 
 impl MergeOutcome {
@@ -76,6 +102,7 @@ impl MergeOutcome {
             base,
             rows: BTreeMap::new(),
             deleted: BTreeMap::new(),
+            resolved: 0,
         }
     }
 }
@@ -107,7 +134,12 @@ impl Changes {
 impl Graph {
     /// Merge branch `source` into branch `into` as one commit on `into` (see the module
     /// doc). Everything acknowledged on either side before the call is folded first.
-    pub async fn merge_branch(&self, source: &str, into: &str) -> Result<MergeOutcome> {
+    pub async fn merge_branch(
+        &self,
+        source: &str,
+        into: &str,
+        prefer: Prefer,
+    ) -> Result<MergeOutcome> {
         let source = branch_name(source)?;
         let target = branch_name(into)?;
         if source == target {
@@ -128,7 +160,7 @@ impl Graph {
                 self.fold_locked_with(&turn.turn, branch, self.settings.fold.policy, Claim::All)
                     .await?;
             }
-            self.merge_in_turns(&source, &target, &target_turn.turn)
+            self.merge_in_turns(&source, &target, &target_turn.turn, prefer)
                 .await
         }
         .await;
@@ -142,6 +174,7 @@ impl Graph {
         source: &BranchName,
         target: &BranchName,
         target_turn: &crate::graph::WriteTurn,
+        prefer: Prefer,
     ) -> Result<MergeOutcome> {
         let theirs = self.publisher.head(source).await.context(PublishSnafu)?;
         let ours = self.publisher.head(target).await.context(PublishSnafu)?;
@@ -156,6 +189,7 @@ impl Graph {
 
         let mut writes = Writes::default();
         let mut conflicts = Vec::new();
+        let mut resolved = 0;
         // Line number → the type and key it stands for, to name what a check refuses.
         let mut lines: Vec<(String, String)> = Vec::new();
         for ty in ordered {
@@ -197,15 +231,32 @@ impl Graph {
                         ),
                         _ => false,
                     };
-                    if !same {
-                        conflicts.push(ConflictKey {
-                            type_name: ty.name.clone(),
-                            key: key.clone(),
-                            source_change: change_name(their_change).to_owned(),
-                            target_change: change_name(our_change).to_owned(),
-                        });
+                    if same {
+                        continue;
                     }
-                    continue;
+                    match prefer {
+                        Prefer::Neither => {
+                            let (source_value, target_value) = differences(
+                                theirs_changed.rows.as_ref().zip(their_change),
+                                ours_changed.rows.as_ref().zip(our_change),
+                            );
+                            conflicts.push(ConflictKey {
+                                type_name: ty.name.clone(),
+                                key: key.clone(),
+                                source_change: change_name(their_change).to_owned(),
+                                target_change: change_name(our_change).to_owned(),
+                                source_value,
+                                target_value,
+                            });
+                            continue;
+                        }
+                        Prefer::Target => {
+                            resolved += 1;
+                            continue;
+                        }
+                        // Taken below like a change the target did not make.
+                        Prefer::Source => resolved += 1,
+                    }
                 }
                 lines.push((ty.name.clone(), key.clone()));
                 let line = lines.len() as u64;
@@ -302,6 +353,7 @@ impl Graph {
             commit: loaded.commit,
             rows: loaded.rows,
             deleted: loaded.deleted,
+            resolved,
         })
     }
 
@@ -551,6 +603,47 @@ fn same_row(left: Option<&RecordBatch>, a: usize, right: Option<&RecordBatch>, b
         .iter()
         .zip(right.columns())
         .all(|(x, y)| x.slice(a, 1).as_ref() == y.slice(b, 1).as_ref())
+}
+
+/// What each side holds for a conflicting key, as the fields in which they differ
+/// (`age: 37, status: active`), or `None` for a side that deleted it. Long values are cut.
+fn differences(
+    source: Option<(&RecordBatch, usize)>,
+    target: Option<(&RecordBatch, usize)>,
+) -> (Option<String>, Option<String>) {
+    const LONGEST: usize = 40;
+    let render = |side: Option<(&RecordBatch, usize)>, other: Option<(&RecordBatch, usize)>| {
+        let (rows, row) = side?;
+        let options = arrow_cast::display::FormatOptions::default().with_null("null");
+        let mut fields = Vec::new();
+        for (position, field) in rows.schema().fields().iter().enumerate() {
+            if field.name() == "id" {
+                continue;
+            }
+            let column = rows.column(position);
+            let same = other.is_some_and(|(other_rows, other_row)| {
+                other_rows
+                    .column_by_name(field.name())
+                    .is_some_and(|theirs| {
+                        theirs.slice(other_row, 1).as_ref() == column.slice(row, 1).as_ref()
+                    })
+            });
+            // Against a deletion the whole row is news, but its empty fields are not.
+            if same || (other.is_none() && column.is_null(row)) {
+                continue;
+            }
+            let shown = arrow_cast::display::ArrayFormatter::try_new(column.as_ref(), &options)
+                .map(|formatter| formatter.value(row).to_string())
+                .unwrap_or_else(|_| "?".to_owned());
+            let shown = match shown.char_indices().nth(LONGEST) {
+                Some((cut, _)) => format!("{}…", &shown[..cut]),
+                None => shown,
+            };
+            fields.push(format!("{}: {shown}", field.name()));
+        }
+        Some(fields.join(", "))
+    };
+    (render(source, target), render(target, source))
 }
 
 fn change_name(change: Option<usize>) -> &'static str {

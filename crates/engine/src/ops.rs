@@ -9,8 +9,9 @@ use arrow_array::RecordBatch;
 
 use crate::{
     At, ChangeRecord, ChangesQuery, CleanupReport, CommitRecord, Direction, EmbedderConfig,
-    FoldOutcome, Graph, IngestStatus, LoadOptions, LoadOutcome, MergeOutcome, Pin, PublisherKind,
-    QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery, Snapshot, View,
+    FoldOutcome, Graph, IngestStatus, LoadOptions, LoadOutcome, MergeOutcome, Pin, Prefer,
+    PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result, SchemaOutcome, SearchQuery,
+    Snapshot, View,
 };
 
 #[async_trait::async_trait]
@@ -21,6 +22,9 @@ pub trait GraphOps: Send + Sync {
 
     /// Rows of `type_name` at a commit (optionally fresh), filtered and projected.
     async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch>;
+
+    /// How many rows of `type_name` match `options` (its filter, commit and freshness).
+    async fn count(&self, type_name: &str, options: &ReadOptions) -> Result<u64>;
 
     /// The row of `type_name` with key `key`, if any.
     async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>>;
@@ -95,8 +99,14 @@ pub trait GraphOps: Send + Sync {
     /// Delete branch `name` (not `main`).
     async fn delete_branch(&self, name: &str) -> Result<()>;
 
-    /// Merge branch `source` into branch `into` as one commit on `into`.
-    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome>;
+    /// Merge branch `source` into branch `into` as one commit on `into`; a key both
+    /// changed differently refuses the merge unless `prefer` names the side that wins.
+    async fn merge(&self, source: &str, into: &str, prefer: Prefer) -> Result<MergeOutcome>;
+
+    /// The rows of `type_name` at `at` (published rows only) as NDJSON load lines: what
+    /// `load` of another graph with the same schema takes back. [`crate::plan_export`]
+    /// chooses the commit and the types.
+    async fn export(&self, type_name: &str, at: &At) -> Result<String>;
 
     /// The commit at `at` as a snapshot any Lance reader can open.
     async fn snapshot(&self, at: &At) -> Result<Snapshot>;
@@ -123,6 +133,10 @@ impl GraphOps for Graph {
 
     async fn read(&self, type_name: &str, options: &ReadOptions) -> Result<RecordBatch> {
         Graph::read(self, type_name, options).await
+    }
+
+    async fn count(&self, type_name: &str, options: &ReadOptions) -> Result<u64> {
+        Graph::count(self, type_name, options).await
     }
 
     async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>> {
@@ -227,8 +241,12 @@ impl GraphOps for Graph {
         Graph::delete_branch(self, name).await
     }
 
-    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome> {
-        Graph::merge_branch(self, source, into).await
+    async fn merge(&self, source: &str, into: &str, prefer: Prefer) -> Result<MergeOutcome> {
+        Graph::merge_branch(self, source, into, prefer).await
+    }
+
+    async fn export(&self, type_name: &str, at: &At) -> Result<String> {
+        Graph::export_type(self, type_name, at).await
     }
 
     async fn snapshot(&self, at: &At) -> Result<Snapshot> {

@@ -56,8 +56,56 @@ pub struct ReadOptions {
     /// Columns to return, in order; all when `None`.
     pub select: Option<Vec<String>>,
     pub limit: Option<usize>,
+    /// Rows to skip before the first returned (after ordering).
+    pub offset: Option<usize>,
+    /// Sort by these columns, the first deciding first; unordered when empty.
+    pub order_by: Vec<SortKey>,
     /// See [`View::fresh`].
     pub fresh: bool,
+}
+
+/// One column of a read's order: `age` ascending, `age:desc` descending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SortKey {
+    pub column: String,
+    pub descending: bool,
+}
+
+impl SortKey {
+    /// `column` or `column:asc` / `column:desc`.
+    pub fn parse(text: &str) -> Result<SortKey> {
+        let text = text.trim();
+        let (column, descending) = match text.rsplit_once(':') {
+            Some((column, "desc")) => (column, true),
+            Some((column, "asc")) => (column, false),
+            Some((_, other)) => {
+                return Err(Error::InvalidOrder {
+                    text: text.to_owned(),
+                    problem: format!("`{other}` is not asc or desc"),
+                })
+            }
+            None => (text, false),
+        };
+        if column.is_empty() {
+            return Err(Error::InvalidOrder {
+                text: text.to_owned(),
+                problem: "no column named".to_owned(),
+            });
+        }
+        Ok(SortKey {
+            column: column.to_owned(),
+            descending,
+        })
+    }
+}
+
+impl std::fmt::Display for SortKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.descending {
+            true => write!(f, "{}:desc", self.column),
+            false => f.write_str(&self.column),
+        }
+    }
 }
 
 /// Follow edges from their source (`Out`) or to their source (`In`).
@@ -123,18 +171,70 @@ impl Graph {
         if let Some(columns) = &options.select {
             check_columns(ty, columns)?;
         }
+        let order: Vec<String> = options.order_by.iter().map(|k| k.column.clone()).collect();
+        check_columns(ty, &order)?;
         let view = View {
             at: options.at.clone(),
             fresh: options.fresh,
         };
         let snapshot = self.snapshot(&view.at).await?;
         let table = self.open_for_read(&snapshot, ty, &view).await?;
+        // Ordered, every matching row is read and sorted here; unordered, Lance stops at
+        // the last row wanted.
+        let offset = options.offset.unwrap_or(0);
+        let scan_limit = match order.is_empty() {
+            true => options.limit.map(|limit| limit.saturating_add(offset)),
+            false => None,
+        };
+        // The columns the order needs are read too, and left out after the sort.
+        let scanned: Option<Vec<String>> = options.select.as_ref().map(|select| {
+            let mut columns = select.clone();
+            columns.extend(order.iter().filter(|c| !select.contains(c)).cloned());
+            columns
+        });
         let query = Query {
             filter: options.filter.as_deref(),
-            select: options.select.as_deref(),
-            limit: options.limit,
+            select: scanned.as_deref(),
+            limit: scan_limit,
         };
-        table.reader().scan(&query).await.map_err(Error::from_read)
+        let rows = table
+            .reader()
+            .scan(&query)
+            .await
+            .map_err(Error::from_read)?;
+        if order.is_empty() && offset == 0 {
+            return Ok(rows);
+        }
+        let rows = sorted(rows, &options.order_by)?;
+        let start = offset.min(rows.num_rows());
+        let length = options
+            .limit
+            .unwrap_or(usize::MAX)
+            .min(rows.num_rows() - start);
+        let rows = rows.slice(start, length);
+        match &options.select {
+            Some(select) if select.len() < rows.num_columns() => {
+                let indices: Vec<usize> = (0..select.len()).collect();
+                rows.project(&indices).map_err(|source| Error::Arrow {
+                    action: "leave out the columns only the order read",
+                    source,
+                })
+            }
+            _ => Ok(rows),
+        }
+    }
+
+    /// How many rows of a type `options` reads (its filter, at its commit, fresh or not);
+    /// its select, order, offset and limit play no part.
+    pub async fn count(&self, type_name: &str, options: &ReadOptions) -> Result<u64> {
+        let keys = ReadOptions {
+            at: options.at.clone(),
+            filter: options.filter.clone(),
+            select: Some(vec!["id".to_owned()]),
+            fresh: options.fresh,
+            ..ReadOptions::default()
+        };
+        Ok(self.read(type_name, &keys).await?.num_rows() as u64)
     }
 
     /// One node or edge by key (an edge's key is `src->dst` unless it declares `@key`).
@@ -405,6 +505,34 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
         });
     }
     Ok(&field.name)
+}
+
+/// `rows` in the order of `keys` (nulls last), or as they are without keys.
+fn sorted(rows: RecordBatch, keys: &[SortKey]) -> Result<RecordBatch> {
+    if keys.is_empty() || rows.num_rows() == 0 {
+        return Ok(rows);
+    }
+    let arrow = |source| Error::Arrow {
+        action: "sort the rows read",
+        source,
+    };
+    let columns =
+        keys.iter()
+            .map(|key| {
+                let values = rows.column_by_name(&key.column).cloned().ok_or_else(|| {
+                    arrow(arrow_schema::ArrowError::SchemaError(key.column.clone()))
+                })?;
+                Ok(arrow_ord::sort::SortColumn {
+                    values,
+                    options: Some(arrow_ord::sort::SortOptions {
+                        descending: key.descending,
+                        nulls_first: false,
+                    }),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+    let indices = arrow_ord::sort::lexsort_to_indices(&columns, None).map_err(arrow)?;
+    arrow_select::take::take_record_batch(&rows, &indices).map_err(arrow)
 }
 
 fn check_columns(ty: &TypeDef, columns: &[String]) -> Result<()> {

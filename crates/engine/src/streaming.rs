@@ -138,8 +138,27 @@ pub(crate) struct Streaming {
     /// its read and its write (another process's write fences this one's writer first).
     pub(crate) patching: tokio::sync::RwLock<()>,
     own_marks: SyncMutex<OwnMarks>,
-    /// Rows this process's folds put in the dead letters, over its life.
-    pub(crate) dead_letters: std::sync::atomic::AtomicU64,
+    /// What this process's folds published, over its life.
+    pub(crate) folds_made: SyncMutex<FoldsMade>,
+}
+
+/// What the folds of one open graph published: each commit, the rows they folded and
+/// the rows they put in the dead letters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoldsMade {
+    pub commits: Vec<String>,
+    pub rows: u64,
+    pub dead_letters: u64,
+}
+
+impl FoldsMade {
+    pub(crate) fn count(&mut self, outcome: &tributary_write::FoldOutcome) {
+        if let Some(commit) = &outcome.commit {
+            self.commits.push(commit.id.to_string());
+        }
+        self.rows += outcome.rows.values().sum::<u64>();
+        self.dead_letters += outcome.dead_letters;
+    }
 }
 
 impl Streaming {

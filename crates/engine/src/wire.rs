@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     At, ChangeRecord, ChangesQuery, CleanupReport, CommitRecord, Direction, EmbedderConfig, Error,
     ErrorKind, FoldOutcome, GraphOps, IngestStatus, Language, LoadMode, LoadOptions, LoadOutcome,
-    MergeOutcome, Pin, PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result,
+    MergeOutcome, Pin, Prefer, PublisherKind, QueryRequest, ReadOptions, RejectPolicy, Result,
     SchemaOutcome, SearchQuery, Snapshot, View,
 };
 
@@ -160,8 +160,31 @@ impl<T: Transport> GraphOps for T {
             .query_opt("filter", options.filter.as_ref())
             .query_opt("select", options.select.as_ref().map(|s| s.join(",")))
             .query_opt("limit", options.limit)
+            .query_opt("offset", options.offset)
             .rows();
+        let request = match options.order_by.is_empty() {
+            true => request,
+            false => {
+                let order: Vec<String> = options.order_by.iter().map(ToString::to_string).collect();
+                request.query("order_by", order.join(","))
+            }
+        };
         rows(self.send(request).await?)
+    }
+
+    async fn count(&self, type_name: &str, options: &ReadOptions) -> Result<u64> {
+        #[derive(serde::Deserialize)]
+        struct Counted {
+            count: u64,
+        }
+        let view = View {
+            at: options.at.clone(),
+            fresh: options.fresh,
+        };
+        let request = WireRequest::get(format!("/count/{}", encode(type_name)))
+            .view(&view)
+            .query_opt("filter", options.filter.as_ref());
+        json::<Counted>(self.send(request).await?).map(|counted| counted.count)
     }
 
     async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>> {
@@ -312,10 +335,20 @@ impl<T: Transport> GraphOps for T {
             .map(drop)
     }
 
-    async fn merge(&self, source: &str, into: &str) -> Result<MergeOutcome> {
+    async fn merge(&self, source: &str, into: &str, prefer: Prefer) -> Result<MergeOutcome> {
         let request =
             WireRequest::post(format!("/branches/{}/merge", encode(source))).query("into", into);
+        let request = match prefer {
+            Prefer::Neither => request,
+            Prefer::Source => request.query("prefer", "source"),
+            Prefer::Target => request.query("prefer", "target"),
+        };
         json(self.send(request).await?)
+    }
+
+    async fn export(&self, type_name: &str, at: &At) -> Result<String> {
+        let request = WireRequest::get("/export").at(at).query("types", type_name);
+        String::from_utf8(self.send(request).await?).map_err(|e| unreadable("export", e))
     }
 
     async fn snapshot(&self, at: &At) -> Result<Snapshot> {

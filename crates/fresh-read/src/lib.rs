@@ -27,10 +27,15 @@ use plan::Plan;
 fn describe_invalid(table: &str, what: &str, source: &lance::Error) -> String {
     match lance_text::unknown_field(source) {
         Some(unknown) => {
-            let hint = unknown
-                .suggestion
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
+            let hint = match unknown.suggestion {
+                Some(meant) => format!(" (did you mean `{meant}`?)"),
+                // `name = bob`: a bare word is a column to SQL; a text value is quoted.
+                None if what == "filter" => format!(
+                    " (if `{}` is a value, quote it: '{}')",
+                    unknown.field, unknown.field
+                ),
+                None => String::new(),
+            };
             format!("unknown field `{}` of {table}{hint}", unknown.field)
         }
         None => format!(

@@ -3,6 +3,7 @@
 //! tests in seconds; the storage-facing crates build on the Arrow batches it emits.
 
 pub mod decode;
+mod encode;
 #[cfg(test)]
 mod fuzz;
 mod names;
@@ -13,6 +14,7 @@ pub use decode::{
     conform, decode_str, edge_id, patch_rows, patch_schema, Decoded, Decoder, LineError,
     LineTarget, TypeBatch, TypeDeletes, TypePatches,
 };
+pub use encode::load_lines;
 pub use names::nearest_name;
 pub use path::TablePath;
 pub use schema::{

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use tributary::{CommitRecord, MergeOutcome};
+use tributary::{CommitRecord, MergeOutcome, Prefer};
 
 use crate::access::{main_branch, AtParams, Reading, Writing};
 use crate::error::ApiError;
@@ -58,12 +58,17 @@ pub struct MergeParams {
     #[serde(default = "main_branch")]
     #[param(default = json!("main"))]
     pub into: String,
+    /// For keys both sides changed differently: `source` takes the merged branch's
+    /// change, `target` keeps the target's. Absent: such keys refuse the merge.
+    #[serde(default)]
+    pub prefer: Option<Prefer>,
 }
 
 /// Merge branch `name` into `into` as one commit with both heads as parents.
 ///
 /// A fast-forward when `into` has not moved since the merge base, else a key-level
-/// three-way merge. Keys changed differently on both sides: 409 listing them. A change
+/// three-way merge. Keys changed differently on both sides: 409 (`merge_conflict`)
+/// listing them with both sides' values, unless `prefer` names the side that wins. A change
 /// that breaks an endpoint, `@card` or `@unique`: 400 naming the keys. Nothing is written
 /// on either branch then.
 #[utoipa::path(post, path = "/graphs/{id}/branches/{name}/merge", tag = "branches", operation_id = "merge_branch",
@@ -74,7 +79,8 @@ pub async fn merge(
     Path((_, source)): Path<(String, String)>,
     Query(params): Query<MergeParams>,
 ) -> Result<Response, ApiError> {
+    let prefer = params.prefer.unwrap_or_default();
     let outcome =
-        to_the_end(async move { graph.merge_branch(&source, &params.into).await }).await?;
+        to_the_end(async move { graph.merge_branch(&source, &params.into, prefer).await }).await?;
     Ok(Json(outcome).into_response())
 }

@@ -44,9 +44,15 @@ pub struct AckRecord {
     pub stopped_at: Option<u64>,
 }
 
-/// A summary's rate: whole rows per second.
+/// A summary's rate in rows per second: whole from 100 up, else three significant digits
+/// (2 rows in 9 s is 0.222, not 0).
 pub fn rows_per_s(rows: u64, seconds: f64) -> f64 {
-    (rows as f64 / seconds.max(1e-9)).round()
+    let rate = rows as f64 / seconds.max(1e-9);
+    if rate == 0.0 || rate >= 100.0 {
+        return rate.round();
+    }
+    let scale = 10f64.powi(2 - rate.log10().floor() as i32);
+    (rate * scale).round() / scale
 }
 
 /// A summary's duration: seconds to the millisecond.

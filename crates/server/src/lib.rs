@@ -14,6 +14,7 @@ mod changes;
 mod connection;
 mod embedder;
 mod error;
+mod export;
 mod extract;
 mod ingest;
 mod lines;
@@ -295,7 +296,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .fallback(not_found)
         // The load body bound is enforced (with a 413 naming it) by the load handler.
         .layer(axum::extract::DefaultBodyLimit::disable())
-        .layer(middleware::from_fn_with_state(state.clone(), count_status))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
@@ -303,13 +304,31 @@ async fn not_found() -> ApiError {
     ApiError::not_found("no such endpoint (see GET /openapi.json)")
 }
 
-async fn count_status(
-    State(state): State<Arc<AppState>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// Count each answer's status for the metrics and log one access line per request at
+/// info (`TRIBUTARY_LOG=info`): method, path (the query is left out: filters can hold
+/// data), status, milliseconds to the answer's head, and the token's fingerprint (never
+/// the token).
+async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let started = std::time::Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer_token)
+        .map(fingerprint);
     let response = next.run(request).await;
     state.metrics.responded(response.status().as_u16());
+    tracing::info!(
+        target: "tributary::access",
+        %method,
+        path,
+        status = response.status().as_u16(),
+        ms = (started.elapsed().as_secs_f64() * 1e4).round() / 10.0,
+        token = token.as_deref().unwrap_or("-"),
+        "request"
+    );
     if response.status() == StatusCode::METHOD_NOT_ALLOWED {
         return axum::response::IntoResponse::into_response(ApiError::with_status(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -318,6 +337,15 @@ async fn count_status(
         ));
     }
     response
+}
+
+/// A token's short fingerprint for the logs: tells tokens apart, gives nothing away.
+fn fingerprint(token: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    // SipHash with fixed keys: the same token has the same fingerprint in every process.
+    let mut hasher = std::hash::DefaultHasher::new();
+    token.hash(&mut hasher);
+    format!("#{:06x}", hasher.finish() & 0xff_ffff)
 }
 
 /// The token of an `Authorization: Bearer TOKEN` header (the scheme's case does not
@@ -342,6 +370,9 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = router(state.clone());
     let limits = state.config.limits;
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, root = %state.config.root, "serving");
+    }
     let open = Arc::new(tokio::sync::Semaphore::new(admission::bounded(
         limits.max_connections,
     )));
@@ -383,6 +414,7 @@ pub async fn serve(
             None => connections.spawn(connection::serve(stream, app, timeout, stop, permit)),
         };
     }
+    tracing::info!(grace = ?limits.shutdown_grace, "stopping: requests in flight may finish");
     let _ = stopping.send(true);
     state.stopping.send_replace(true);
     let grace = limits.shutdown_grace;
@@ -400,5 +432,6 @@ pub async fn serve(
         connections.abort_all();
     }
     state.close().await;
+    tracing::info!("stopped: every writer flushed");
     Ok(())
 }

@@ -12,7 +12,9 @@ use utoipa::openapi::{Content, OpenApi, Ref};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use crate::{branches, changes, embedder, ingest, query, routes as handlers, snapshots, AppState};
+use crate::{
+    branches, changes, embedder, export, ingest, query, routes as handlers, snapshots, AppState,
+};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -27,7 +29,8 @@ use crate::{branches, changes, embedder, ingest, query, routes as handlers, snap
         crate::ErrorBody,
         crate::ingest::IngestRecord,
         handlers::LoadModeName,
-        handlers::DirectionName
+        handlers::DirectionName,
+        tributary::Prefer
     ))
 )]
 struct Described;
@@ -39,6 +42,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(handlers::healthz))
             .routes(routes!(handlers::metrics))
             .routes(routes!(openapi_json))
+            .routes(routes!(handlers::list_graphs))
             .routes(routes!(handlers::create_graph))
             .routes(routes!(handlers::load))
             .routes(routes!(ingest::ingest))
@@ -47,6 +51,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(handlers::shards))
             .routes(routes!(handlers::rejects))
             .routes(routes!(handlers::read))
+            .routes(routes!(handlers::count))
             .routes(routes!(handlers::get_one))
             .routes(routes!(handlers::neighbors))
             .routes(routes!(handlers::search))
@@ -64,6 +69,7 @@ pub(crate) fn routes() -> (Router<Arc<AppState>>, OpenApi) {
             .routes(routes!(snapshots::list))
             .routes(routes!(snapshots::pin, snapshots::unpin))
             .routes(routes!(changes::changes))
+            .routes(routes!(export::export))
             .split_for_parts();
     document.info.version = env!("CARGO_PKG_VERSION").to_owned();
     add_error_answers(&mut document);

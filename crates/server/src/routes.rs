@@ -13,7 +13,7 @@ use axum::Json;
 use serde::Deserialize;
 use tributary::{
     At, CleanupReport, CommitRecord, Direction, ErrorKind, FoldOutcome, IngestStatus, LoadMode,
-    LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, SchemaOutcome, SearchQuery,
+    LoadOptions, LoadOutcome, ReadOptions, RejectPolicy, SchemaOutcome, SearchQuery, SortKey,
 };
 use utoipa::{IntoParams, ToSchema};
 
@@ -72,6 +72,32 @@ pub async fn metrics(
     state.authorize(&headers, Scope::Metrics, None)?;
     let text = state.render_metrics().await;
     Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
+}
+
+/// The graphs this server serves that the request's token may read, by id (their folder
+/// names under the root), sorted. Creating one over the API (`POST /graphs/{id}`) needs
+/// a server started with `--init`.
+#[utoipa::path(get, path = "/graphs", tag = "graphs", operation_id = "list_graphs",
+    responses((status = 200, description = "The graphs.", body = Vec<GraphListed>)))]
+pub async fn list_graphs(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    state.authorize(&headers, Scope::Read, None)?;
+    let ids = tributary::graphs_under(&state.config.root, state.config.store.clone()).await?;
+    let listed: Vec<GraphListed> = ids
+        .into_iter()
+        .filter(|id| state.authorize(&headers, Scope::Read, Some(id)).is_ok())
+        .map(|graph| GraphListed { graph })
+        .collect();
+    Ok(Json(listed).into_response())
+}
+
+/// A graph the server serves.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct GraphListed {
+    /// Its id: the folder name under the server root.
+    pub graph: String,
 }
 
 /// Create a graph from a schema.
@@ -210,7 +236,12 @@ pub struct ReadParams {
     filter: Option<String>,
     /// Comma-separated columns.
     select: Option<String>,
+    /// At most this many rows.
     limit: Option<usize>,
+    /// Rows to skip first (after `order_by`).
+    offset: Option<usize>,
+    /// Comma-separated columns to sort by, each `column`, `column:asc` or `column:desc`.
+    order_by: Option<String>,
     #[serde(flatten)]
     #[param(ignore)]
     at: AtParams,
@@ -237,9 +268,54 @@ pub async fn read(
             .select
             .map(|s| s.split(',').map(|c| c.trim().to_owned()).collect()),
         limit: params.limit,
+        offset: params.offset,
+        order_by: params
+            .order_by
+            .as_deref()
+            .map(|text| text.split(',').map(SortKey::parse).collect())
+            .transpose()?
+            .unwrap_or_default(),
         fresh: params.at.fresh,
     };
     rows(&headers, &graph.read(&type_name, &options).await?)
+}
+
+/// How many rows of a type match `filter`, at a commit or fresh.
+#[utoipa::path(get, path = "/graphs/{id}/count/{type}", tag = "reads", operation_id = "count",
+    params(
+        ("id" = String, Path, description = "Graph id: its folder name under the server root."),
+        ("type" = String, Path, description = "A node or edge type of the schema."),
+        CountParams, AtParams),
+    responses((status = 200, description = "The count.", body = Counted)))]
+pub async fn count(
+    Reading { graph, .. }: Reading,
+    Path((_, type_name)): Path<(String, String)>,
+    Query(params): Query<CountParams>,
+) -> Result<Response, ApiError> {
+    let options = ReadOptions {
+        at: params.at.at()?,
+        filter: params.filter,
+        fresh: params.at.fresh,
+        ..ReadOptions::default()
+    };
+    let count = graph.count(&type_name, &options).await?;
+    Ok(Json(Counted { count }).into_response())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CountParams {
+    /// A filter in SQL (`age > 60`); every row when absent.
+    filter: Option<String>,
+    #[serde(flatten)]
+    #[param(ignore)]
+    at: AtParams,
+}
+
+/// A count of rows.
+#[derive(Debug, serde::Serialize, ToSchema)]
+pub struct Counted {
+    pub count: u64,
 }
 
 /// One row by key.

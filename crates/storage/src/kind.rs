@@ -14,6 +14,9 @@ pub enum ErrorKind {
     TooLarge,
     /// Another writer won a race; re-read and retry.
     Conflict,
+    /// A merge found keys changed differently on both branches: retrying never helps;
+    /// choose a side (`--prefer`) or change one branch.
+    MergeConflict,
     /// Another process took over a writer this one held.
     Fenced,
     /// Temporarily unable to accept work; retry later.
@@ -51,10 +54,11 @@ impl ErrorKind {
         ErrorKind::ALL.into_iter().find(|kind| kind.name() == name)
     }
 
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::InvalidInput,
         ErrorKind::TooLarge,
         ErrorKind::Conflict,
+        ErrorKind::MergeConflict,
         ErrorKind::Fenced,
         ErrorKind::Unavailable,
         ErrorKind::NotFound,
@@ -70,6 +74,7 @@ impl ErrorKind {
             ErrorKind::InvalidInput => ("invalid_input", 400, 65),
             ErrorKind::TooLarge => ("too_large", 413, 65),
             ErrorKind::Conflict => ("conflict", 409, 75),
+            ErrorKind::MergeConflict => ("merge_conflict", 409, 79),
             ErrorKind::Fenced => ("fenced", 409, 75),
             ErrorKind::Unavailable => ("unavailable", 503, 75),
             ErrorKind::NotFound => ("not_found", 404, 66),

@@ -496,6 +496,27 @@ impl GraphStore {
             .collect())
     }
 
+    /// Names of the folders (common prefixes) directly below `dir`, sorted.
+    pub async fn folders(&self, dir: &str) -> Result<Vec<String>> {
+        let (raw, prefix) = self.raw_at(dir).await?;
+        let listing = match raw.list_with_delimiter(Some(&prefix)).await {
+            Ok(listing) => listing,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(source).context(ObjectStoreSnafu {
+                    path: prefix.to_string(),
+                })
+            }
+        };
+        let mut names: Vec<String> = listing
+            .common_prefixes
+            .into_iter()
+            .filter_map(|folder| folder.filename().map(str::to_owned))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
     /// Write a small object only if none exists at `relative` (the store arbitrates: of
     /// several processes racing, exactly one creates it). `false` when it already existed.
     pub async fn put_if_absent(&self, relative: &str, bytes: Vec<u8>) -> Result<bool> {

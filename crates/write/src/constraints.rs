@@ -617,7 +617,13 @@ impl<'a> ConstraintChecker<'a> {
         if edges.contains(id) || (edges.len() as u64) < max {
             return None;
         }
-        let rule = format!("allows at most {max}");
+        // Replacing the edge (a person changing company) is a delete of the old one and
+        // the new one together.
+        let rule = format!(
+            "allows at most {max}; to replace an edge, delete the old one in the same write \
+             ({{\"delete\":\"{}\",\"from\":\"{src}\",\"to\":…}})",
+            ty.name
+        );
         Some(card_message(ty, card, row, src, edges.len() + 1, rule))
     }
 }

@@ -194,6 +194,24 @@ class Client:
         """The graph ``graph_id`` on this server (nothing is sent until it is used)."""
         return Graph(self, graph_id)
 
+    def graphs(self) -> List[str]:
+        """The ids of the graphs this server serves that the token may read, sorted."""
+        response = self._send("GET", "/graphs")
+        return [listed["graph"] for listed in response.json()]
+
+    def create_graph(
+        self, graph_id: str, schema: str, *, publisher: Optional[str] = None
+    ) -> "Graph":
+        """Create graph ``graph_id`` from ``schema`` (its source text) and return it. The
+        server must run with ``--init``; ``publisher`` is ``"manifest"`` or ``"record"``."""
+        self._send(
+            "POST",
+            f"/graphs/{_segment(graph_id)}",
+            params=_params(publisher=publisher),
+            content=schema.encode(),
+        )
+        return self.graph(graph_id)
+
     def healthy(self) -> bool:
         """Whether the server answers its health check."""
         try:
@@ -410,13 +428,85 @@ class Graph:
         mode: str = "upsert",
         idempotency_key: Optional[str] = None,
     ) -> Dict[str, Any]:
-        """Load ``lines`` as one graph commit (all or nothing). Returns the server's
-        outcome: ``commit``, ``rows`` and ``deleted`` per type."""
+        """Load ``lines`` as one graph commit (all or nothing). Returns what ``tributary
+        load`` prints: ``commit`` (its id), ``rows`` and ``deleted`` per type, and
+        ``replayed`` (an ``idempotency_key`` seen before: nothing was written again)."""
         body = b"\n".join(_encode(line) for line in lines) + b"\n"
         params = _params(branch=branch, mode=mode, idempotency_key=idempotency_key)
-        return self._client._send(
+        outcome = self._client._send(
             "POST", f"{self._base}/load", params=params, content=body
         ).json()
+        return {
+            "commit": outcome["commit"]["id"],
+            "rows": outcome.get("rows", {}),
+            "deleted": outcome.get("deleted", {}),
+            "replayed": outcome.get("replayed", False),
+        }
+
+    def export(
+        self,
+        file: Any = None,
+        *,
+        types: Optional[Sequence[str]] = None,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> Any:
+        """The graph's rows at one commit (``branch``'s head, default ``main``, or
+        ``commit``) as NDJSON load lines, node types first: what :meth:`load` of a graph
+        made with the same :meth:`schema` takes back. Without ``file``, an iterator of
+        the lines (``str``); with a path or a binary file, the lines are written there and
+        ``{"commit": ..., "rows": n}`` is returned. ``types`` limits it to those types."""
+        params = _params(
+            types=",".join(types) if types else None, branch=branch, commit=commit
+        )
+        if file is None:
+            return self._export_lines(params)
+        rows = 0
+        commit_id = None
+        if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
+            with open(file, "wb") as out:
+                return self.export(out, types=types, branch=branch, commit=commit)
+        with self._client._http.stream(
+            "GET", f"{self._base}/export", params=params
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                _raise_for(response)
+            commit_id = response.headers.get("x-tributary-commit")
+            for chunk in response.iter_bytes():
+                rows += chunk.count(b"\n")
+                file.write(chunk)
+        return {"commit": commit_id, "rows": rows}
+
+    def _export_lines(self, params: Dict[str, Any]) -> Iterator[str]:
+        with self._client._http.stream(
+            "GET", f"{self._base}/export", params=params
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                _raise_for(response)
+            for line in response.iter_lines():
+                if line:
+                    yield line
+
+    # Schema and housekeeping
+
+    def schema(self) -> str:
+        """The graph's schema source (what :meth:`apply_schema` and ``tributary init``
+        take)."""
+        return self._client._send("GET", f"{self._base}/schema").text
+
+    def apply_schema(self, source: str) -> Dict[str, Any]:
+        """Change the schema to ``source`` as one commit (additive changes only; anything
+        else raises :class:`tributary.InvalidInput` naming every difference)."""
+        return self._client._send(
+            "POST", f"{self._base}/schema", content=source.encode()
+        ).json()
+
+    def cleanup(self, *, older_than_s: int = 7 * 86_400) -> Dict[str, Any]:
+        """Remove folded WAL state and table versions older than ``older_than_s`` seconds
+        that no branch head or pin holds; returns what was removed."""
+        return self._json("POST", "/cleanup", _params(older_than_s=older_than_s))
 
     # Branches
 
@@ -436,11 +526,16 @@ class Graph:
         """Delete branch ``name`` (not ``main``)."""
         self._client._send("DELETE", f"{self._base}/branches/{_segment(name)}")
 
-    def merge(self, source: str, *, into: str = "main") -> Dict[str, Any]:
-        """Merge branch ``source`` into ``into`` as one commit (fast-forward or three-way;
-        conflicting keys raise :class:`tributary.Conflict`)."""
+    def merge(
+        self, source: str, *, into: str = "main", prefer: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Merge branch ``source`` into ``into`` as one commit (fast-forward or three-way).
+        Keys both changed differently raise :class:`tributary.MergeConflict` (each with
+        both values), unless ``prefer`` is ``"source"`` or ``"target"``: that side wins."""
         return self._json(
-            "POST", f"/branches/{_segment(source)}/merge", _params(into=into)
+            "POST",
+            f"/branches/{_segment(source)}/merge",
+            _params(into=into, prefer=prefer),
         )
 
     # Reads
@@ -452,22 +547,43 @@ class Graph:
         filter: Optional[str] = None,
         select: Optional[Sequence[str]] = None,
         limit: Optional[int] = None,
+        offset: Optional[int] = None,
+        order_by: Optional[Sequence[str]] = None,
         fresh: bool = False,
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> pa.Table:
-        """The rows of ``type_name``; ``filter`` is a SQL predicate (``age > 30``)."""
+        """The rows of ``type_name``; ``filter`` is a SQL predicate (``age > 30``);
+        ``order_by`` columns (``"age:desc"`` for descending), then ``offset`` and
+        ``limit``."""
         if isinstance(select, str):
             select = [select]
+        if isinstance(order_by, str):
+            order_by = [order_by]
         params = _params(
             filter=filter,
             select=",".join(select) if select else None,
             limit=limit,
+            offset=offset,
+            order_by=",".join(order_by) if order_by else None,
             fresh=fresh,
             branch=branch,
             commit=commit,
         )
         return self._arrow(f"/types/{_segment(type_name)}", params)
+
+    def count(
+        self,
+        type_name: str,
+        *,
+        filter: Optional[str] = None,
+        fresh: bool = False,
+        branch: Optional[str] = None,
+        commit: Optional[str] = None,
+    ) -> int:
+        """How many rows of ``type_name`` match ``filter`` (every row without one)."""
+        params = _params(filter=filter, fresh=fresh, branch=branch, commit=commit)
+        return self._json("GET", f"/count/{_segment(type_name)}", params)["count"]
 
     def get(
         self,
@@ -478,7 +594,9 @@ class Graph:
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> Optional[pa.Table]:
-        """The row of ``key`` (one row), or ``None`` when there is none."""
+        """The row of ``key`` (one row), or ``None`` when there is none: a lookup whose
+        answer may be "nothing", like ``dict.get`` (the CLI, which has no ``None``, exits
+        66). A graph or type that does not exist raises :class:`tributary.NotFound`."""
         from .errors import NoRow
 
         params = _params(fresh=fresh, branch=branch, commit=commit)
@@ -498,7 +616,9 @@ class Graph:
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> pa.Table:
-        """The nodes ``edge`` reaches from ``key`` (``direction="in"``: that reach it)."""
+        """The nodes ``edge`` reaches from ``key`` (``direction="in"``: that reach it).
+        A node without such edges gives an empty table; a node that does not exist raises
+        :class:`tributary.NoRow` (an empty answer would hide a mistyped key)."""
         params = _params(
             edge=edge, direction=direction, fresh=fresh, branch=branch, commit=commit
         )

@@ -46,6 +46,14 @@ class Conflict(TributaryError):
     kind = "conflict"
 
 
+class MergeConflict(Conflict):
+    """A merge found keys both branches changed differently (``conflicts`` lists them
+    with both values): retrying does not help; merge with ``prefer="source"`` or
+    ``prefer="target"``, or settle the keys on one branch."""
+
+    kind = "merge_conflict"
+
+
 class Fenced(TributaryError):
     kind = "fenced"
 
@@ -84,6 +92,7 @@ KINDS = {
         InvalidInput,
         TooLarge,
         Conflict,
+        MergeConflict,
         Fenced,
         Unavailable,
         NotFound,

@@ -63,7 +63,10 @@ pub async fn costs(base: usize, changed: usize) {
     load(&graph, "dev", "new", 0..changed - changed / 2, 2).await;
     let before = counter.snapshot();
     let started = Instant::now();
-    let fast = graph.merge_branch("dev", "main").await.unwrap();
+    let fast = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     let ff_ms = started.elapsed().as_secs_f64() * 1e3;
     let (ff_ops, ff_puts) = ops(&counter, &before);
 
@@ -73,7 +76,10 @@ pub async fn costs(base: usize, changed: usize) {
     load(&graph, "main", "p", 2 * changed..3 * changed, 4).await;
     let before = counter.snapshot();
     let started = Instant::now();
-    let three_way = graph.merge_branch("dev", "main").await.unwrap();
+    let three_way = graph
+        .merge_branch("dev", "main", tributary::Prefer::Neither)
+        .await
+        .unwrap();
     let three_way_ms = started.elapsed().as_secs_f64() * 1e3;
     let (three_way_ops, three_way_puts) = ops(&counter, &before);
     assert_eq!(fast.rows.get("Person").copied(), Some(changed as u64));

@@ -162,7 +162,7 @@ async fn fresh_ids(server: &Server) -> BTreeSet<String> {
 async fn every_documented_operation_is_answered_by_its_handler() {
     let document = openapi::document();
     let operations = openapi::operations_of(&document);
-    assert_eq!(operations.len(), 32, "{operations:?}");
+    assert_eq!(operations.len(), 35, "{operations:?}");
     // Every answer names its types: none is an untyped object but rows and the document.
     let text = document.to_json().unwrap();
     for schema in [
@@ -219,7 +219,10 @@ async fn every_documented_operation_is_answered_by_its_handler() {
     let parameters = names("/graphs/{id}/types/{type}", "get");
     assert_eq!(
         parameters,
-        ["id", "type", "filter", "select", "limit", "branch", "commit", "fresh"]
+        [
+            "id", "type", "filter", "select", "limit", "offset", "order_by", "branch", "commit",
+            "fresh"
+        ]
     );
     for query in ["/graphs/{id}/query", "/graphs/{id}/sql"] {
         assert_eq!(names(query, "post"), ["id", "branch", "commit", "fresh"]);
@@ -833,4 +836,14 @@ async fn queries_answer_rows_within_the_servers_cap_and_time() {
         "{body}"
     );
     fail::remove("query::stall");
+}
+
+#[test]
+fn a_summary_rate_keeps_three_significant_digits_below_a_hundred() {
+    use tributary_server::rows_per_s;
+    // 2 rows in 9 s was once shown as 0.
+    assert_eq!(rows_per_s(2, 9.0), 0.222);
+    assert_eq!(rows_per_s(1234, 100.0), 12.3);
+    assert_eq!(rows_per_s(1234, 1.0), 1234.0);
+    assert_eq!(rows_per_s(0, 1.0), 0.0);
 }

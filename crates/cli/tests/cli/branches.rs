@@ -120,7 +120,8 @@ fn branch_commands_print_the_same_embedded_and_remote() {
     let log = both(&["log", "G", "--branch", "dev"]);
     assert!(log.contains(r#""branch""#), "{log}");
 
-    // A conflict: ada changed on both sides, differently. Exit 75, nothing written.
+    // A conflict: ada changed on both sides, differently. Exit 79 (retrying does not
+    // help), both values named, nothing written.
     both(&["load", "G", &on_main]);
     for graph in ["g", embedded.as_str()] {
         let mut args = vec!["branch", "merge", graph, "dev", "--into", "main"];
@@ -128,16 +129,29 @@ fn branch_commands_print_the_same_embedded_and_remote() {
             args.extend(["--server", &served.url]);
         }
         let refused = run(&args);
-        assert_eq!(refused.status.code(), Some(75), "{refused:?}");
+        assert_eq!(refused.status.code(), Some(79), "{refused:?}");
         let stderr = String::from_utf8_lossy(&refused.stderr);
-        assert!(stderr.contains("Person `ada`"), "{stderr}");
+        assert!(
+            stderr.contains(
+                "Person `ada`: changed on the merged branch (age: 37), changed on the target (age: 38)"
+            ) && stderr.contains("--prefer"),
+            "{stderr}"
+        );
         // In JSON the keys are fields on stdout too, embedded and through a server alike.
         args.extend(["--format", "json"]);
         let refused = run(&args);
-        assert_eq!(refused.status.code(), Some(75), "{refused:?}");
+        assert_eq!(refused.status.code(), Some(79), "{refused:?}");
         let document: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
         assert_eq!(document["merged"], false, "{document}");
-        assert_eq!(document["kind"], "conflict", "{document}");
+        assert_eq!(document["kind"], "merge_conflict", "{document}");
+        assert_eq!(
+            document["conflicts"][0]["source_value"], "age: 37",
+            "{document}"
+        );
+        assert_eq!(
+            document["conflicts"][0]["target_value"], "age: 38",
+            "{document}"
+        );
         assert_eq!(
             document["conflicts"][0]["key"], "ada",
             "{graph}: {document}"
@@ -147,14 +161,28 @@ fn branch_commands_print_the_same_embedded_and_remote() {
             "{document}"
         );
     }
-    // Settled on dev, the merge goes through: a three-way merge with both parents.
-    both(&["load", "G", &on_main, "--branch", "dev"]);
-    let merged = both(&["branch", "merge", "G", "dev", "--into", "main"]);
-    assert!(merged.contains("three-way"), "{merged}");
+    // Settled in the merged branch's favour, the merge goes through: a three-way merge
+    // with both parents, and dev's age for ada.
+    let merged = both(&[
+        "branch", "merge", "G", "dev", "--into", "main", "--prefer", "source",
+    ]);
+    assert!(
+        merged.contains("three-way") && merged.contains(r#""resolved":1"#),
+        "{merged}"
+    );
     let after = both(&["read", "G", "Person", "--select", "name,age"]);
     assert!(after.contains("cy") && !after.contains("bob"), "{after}");
+    assert!(after.contains(r#"{"name":"ada","age":37}"#), "{after}");
     let log = both(&["log", "G", "--limit", "1"]);
     assert!(log.contains(r#""merge""#), "{log}");
+    // Merged again with nothing new: "up to date", the head it stays at, no commit.
+    let again = both(&["branch", "merge", "G", "dev"]);
+    let again: serde_json::Value = serde_json::from_str(&again).unwrap();
+    assert_eq!(again["merge"], "up to date", "{again}");
+    assert!(
+        again["head"].is_string() && again.get("commit").is_none(),
+        "{again}"
+    );
 
     // Refusals: `main` cannot go (65); a missing branch is not found (66).
     let main = run(&["branch", "delete", &embedded, "main"]);

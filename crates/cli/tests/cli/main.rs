@@ -5,8 +5,10 @@
 
 mod branches;
 mod disk;
+mod docs;
 mod embed;
 mod load;
+mod newcomer;
 mod processes;
 mod producers;
 mod remote;
@@ -501,7 +503,10 @@ fn dead_letters_and_cleanup_from_the_command_line() {
         "json",
     ]);
     let summary: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
-    assert!(summary["fold_commit"].is_string(), "{out}");
+    // Every fold the run made is named, with the rows it folded.
+    let commits = summary["fold_commits"].as_array().unwrap();
+    assert_eq!(commits.len(), 1, "{out}");
+    assert_eq!(summary["rows_folded"], 1, "{out}");
 
     assert_eq!(summary["dead_letters"], 1, "{out}");
     // The same input again, asked to fail on rejects: the summary, then exit 65.
@@ -552,7 +557,7 @@ fn dead_letters_and_cleanup_from_the_command_line() {
     assert_eq!(rows.len(), 2, "{rejects}");
     assert_eq!(rows[0]["kind"], "endpoint");
     assert_eq!(rows[0]["key"], "a->nobody");
-    assert_eq!(rows[0]["fold_commit"], summary["fold_commit"]);
+    assert_eq!(rows[0]["fold_commit"], summary["fold_commits"][0]);
     // A dead letter's row is JSON in JSON output, not a string holding JSON.
     assert_eq!(rows[0]["row"]["src"], "a", "{rejects}");
 

@@ -172,6 +172,10 @@ pub(crate) enum Command {
         /// Follow edges into the node instead of out of it.
         #[arg(long = "in")]
         incoming: bool,
+        /// One row per edge, with the edge's properties (`WorksAt.since`) after the node's
+        /// columns.
+        #[arg(long)]
+        with_edges: bool,
         /// Comma-separated columns to show (all when not given).
         #[arg(long, value_delimiter = ',')]
         select: Option<Vec<String>>,
@@ -260,8 +264,9 @@ pub(crate) enum Command {
     /// Write a commit's rows as NDJSON load lines (node types, then edge types, every
     /// field; published rows only), so a graph made with the same schema takes them back:
     ///
-    /// tributary schema g > g.tg && tributary export g g.ndjson
-    /// tributary init h --schema g.tg && tributary load h g.ndjson
+    ///     tributary schema g > g.tg && tributary export g g.ndjson
+    ///
+    ///     tributary init h --schema g.tg && tributary load h g.ndjson
     ///
     /// With a FILE it prints what it wrote: the commit and the rows per type.
     Export(export::ExportArgs),

@@ -350,6 +350,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
             key,
             edge,
             incoming,
+            with_edges,
             select,
             view,
         } => {
@@ -360,7 +361,7 @@ async fn run(command: Command, format: Format, server: ServerArgs) -> Result<(),
                 Direction::Out
             };
             let batch = opened
-                .neighbors(&r#type, &key, &edge, direction, &view.view()?)
+                .neighbors(&r#type, &key, &edge, direction, &view.view()?, with_edges)
                 .await?;
             emit(&mut out, &output::select(batch, select.as_deref())?)
         }

@@ -298,6 +298,9 @@ pub async fn run(
         "rejected": ledger.servers.iter().map(|s| s.rejected).sum::<u64>(),
         "duplicates": ledger.servers.iter().map(|s| s.duplicates).sum::<u64>(),
         "through_line": ledger.through_line(),
+        // The servers fold in their background folders, not per stream.
+        "fold_commits": null,
+        "rows_folded": null,
         "servers": urls,
         "seconds": tributary_server::to_the_millisecond(seconds),
         "rows_per_s": tributary_server::rows_per_s(acked, seconds),

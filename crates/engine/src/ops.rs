@@ -29,7 +29,8 @@ pub trait GraphOps: Send + Sync {
     /// The row of `type_name` with key `key`, if any.
     async fn get(&self, type_name: &str, key: &str, view: &View) -> Result<Option<RecordBatch>>;
 
-    /// The edges of type `edge` leaving (or entering) the node `type_name` `key`.
+    /// The nodes the edges of type `edge` leaving (or entering) the node `type_name` `key`
+    /// reach; `with_edges`: one row per edge, with the edge's properties as `Edge.field`.
     async fn neighbors(
         &self,
         type_name: &str,
@@ -37,6 +38,7 @@ pub trait GraphOps: Send + Sync {
         edge: &str,
         direction: Direction,
         view: &View,
+        with_edges: bool,
     ) -> Result<RecordBatch>;
 
     /// Full-text or nearest-vector search, best `k` first.
@@ -150,8 +152,15 @@ impl GraphOps for Graph {
         edge: &str,
         direction: Direction,
         view: &View,
+        with_edges: bool,
     ) -> Result<RecordBatch> {
-        Graph::neighbors(self, type_name, key, edge, direction, view.clone()).await
+        match with_edges {
+            true => {
+                Graph::neighbors_with_edges(self, type_name, key, edge, direction, view.clone())
+                    .await
+            }
+            false => Graph::neighbors(self, type_name, key, edge, direction, view.clone()).await,
+        }
     }
 
     async fn search(

@@ -271,7 +271,33 @@ impl Graph {
         direction: Direction,
         view: impl Into<View>,
     ) -> Result<RecordBatch> {
-        let view = view.into();
+        self.neighbors_of(node_type, key, edge, direction, view.into(), false)
+            .await
+    }
+
+    /// [`Graph::neighbors`], one row per edge: the node at its other end, then the edge's
+    /// properties as `Edge.field` columns.
+    pub async fn neighbors_with_edges(
+        &self,
+        node_type: &str,
+        key: &str,
+        edge: &str,
+        direction: Direction,
+        view: impl Into<View>,
+    ) -> Result<RecordBatch> {
+        self.neighbors_of(node_type, key, edge, direction, view.into(), true)
+            .await
+    }
+
+    async fn neighbors_of(
+        &self,
+        node_type: &str,
+        key: &str,
+        edge: &str,
+        direction: Direction,
+        view: View,
+        with_edges: bool,
+    ) -> Result<RecordBatch> {
         let node = &self.node_type(node_type)?;
         let edge_def = &self.edge_type(edge)?;
         let Some(ends) = edge_def.edge.as_ref() else {
@@ -302,7 +328,10 @@ impl Graph {
         let snapshot = self.snapshot(&view.at).await?;
         let edges = self.open_for_read(&snapshot, edge_def, &view).await?;
         let near_key = vec![key.to_owned()];
-        let far_column = [far_col.to_owned()];
+        let mut far_column = vec![far_col.to_owned()];
+        if with_edges {
+            far_column.extend(edge_def.fields.iter().map(|f| f.name.clone()));
+        }
         let hits = edges
             .reader()
             .rows_where_in(near_col, &near_key, Some(&far_column))
@@ -332,11 +361,15 @@ impl Graph {
         }
         let far_def = &self.node_type(far)?;
         let nodes = self.open_for_read(&snapshot, far_def, &view).await?;
-        nodes
+        let nodes = nodes
             .reader()
             .rows_where_in("id", &keys, None)
             .await
-            .map_err(Error::from_read)
+            .map_err(Error::from_read)?;
+        if !with_edges {
+            return Ok(nodes);
+        }
+        beside_their_edges(&nodes, &hits, far_col, &edge_def.name)
     }
 
     /// The best `k` rows of a type for `query`, with their scores.
@@ -505,6 +538,61 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
         });
     }
     Ok(&field.name)
+}
+
+/// One row per edge of `hits`: the node of `nodes` its `far_col` names, then the edge's
+/// other columns as `Edge.column`. An edge whose node `nodes` lacks is left out (a commit
+/// holds every edge's ends; a fresh read may see an edge before its node's fold).
+fn beside_their_edges(
+    nodes: &RecordBatch,
+    hits: &RecordBatch,
+    far_col: &str,
+    edge: &str,
+) -> Result<RecordBatch> {
+    use std::collections::HashMap;
+    let arrow = |source| Error::Arrow {
+        action: "join the neighbours with their edges",
+        source,
+    };
+    let ids = string_column(nodes, "id");
+    let row_of: HashMap<&str, u32> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(row, id)| Some((id?, row as u32)))
+        .collect();
+    let far = string_column(hits, far_col);
+    let (mut node_rows, mut edge_rows) = (Vec::new(), Vec::new());
+    for (hit, key) in far.iter().enumerate() {
+        if let Some(&row) = key.and_then(|key| row_of.get(key)) {
+            node_rows.push(row);
+            edge_rows.push(hit as u32);
+        }
+    }
+    let node_rows = arrow_array::UInt32Array::from(node_rows);
+    let edge_rows = arrow_array::UInt32Array::from(edge_rows);
+    let mut fields: Vec<arrow_schema::FieldRef> = nodes.schema().fields().iter().cloned().collect();
+    let mut columns = nodes
+        .columns()
+        .iter()
+        .map(|column| arrow_select::take::take(column, &node_rows, None))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(arrow)?;
+    for (field, column) in hits.schema().fields().iter().zip(hits.columns()) {
+        if field.name() == far_col {
+            continue;
+        }
+        let renamed = field
+            .as_ref()
+            .clone()
+            .with_name(format!("{edge}.{}", field.name()));
+        fields.push(std::sync::Arc::new(renamed));
+        columns.push(arrow_select::take::take(column, &edge_rows, None).map_err(arrow)?);
+    }
+    RecordBatch::try_new(
+        std::sync::Arc::new(arrow_schema::Schema::new(fields)),
+        columns,
+    )
+    .map_err(arrow)
 }
 
 /// `rows` in the order of `keys` (nulls last), or as they are without keys.

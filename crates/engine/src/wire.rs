@@ -203,6 +203,7 @@ impl<T: Transport> GraphOps for T {
         edge: &str,
         direction: Direction,
         view: &View,
+        with_edges: bool,
     ) -> Result<RecordBatch> {
         let way = match direction {
             Direction::Out => "out",
@@ -214,6 +215,10 @@ impl<T: Transport> GraphOps for T {
             .query("edge", edge)
             .query("direction", way)
             .rows();
+        let request = match with_edges {
+            true => request.query("edges", true),
+            false => request,
+        };
         rows(self.send(request).await?)
     }
 

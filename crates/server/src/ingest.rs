@@ -86,8 +86,13 @@ pub struct IngestSummary {
     /// Lines at or below the producer's mark, acknowledged without being written.
     #[serde(default)]
     pub duplicates: u64,
-    /// Folds run in the server's background folder, not per request.
-    pub fold_commit: Option<String>,
+    /// The folds of this stream's rows, as `tributary ingest` names its own: always null
+    /// here, since the server folds in its background folder, not per request (and so
+    /// `rows_folded`).
+    #[serde(default)]
+    pub fold_commits: Option<Vec<String>>,
+    #[serde(default)]
+    pub rows_folded: Option<u64>,
     pub seconds: f64,
     pub rows_per_s: f64,
     /// Why the stream ended early (`--strict`'s first bad line, or a failed send).
@@ -338,7 +343,8 @@ async fn run(
         rejected: session.rejected,
         through_line: session.through_line,
         duplicates: session.duplicates,
-        fold_commit: None,
+        fold_commits: None,
+        rows_folded: None,
         seconds: to_the_millisecond(seconds),
         rows_per_s: rows_per_s(session.acked, seconds),
         error,

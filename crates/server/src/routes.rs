@@ -346,6 +346,10 @@ pub struct NeighborParams {
     edge: String,
     /// `out` (default): edges from the node; `in`: edges into it.
     direction: Option<DirectionName>,
+    /// One row per edge, with the edge's properties as `Edge.field` columns after the
+    /// node's.
+    #[serde(default, deserialize_with = "crate::access::flag")]
+    edges: bool,
     #[serde(flatten)]
     #[param(ignore)]
     at: AtParams,
@@ -380,9 +384,18 @@ pub async fn neighbors(
         Some(DirectionName::In) => Direction::In,
     };
     let view = params.at.view()?;
-    let batch = graph
-        .neighbors(&type_name, &key, &params.edge, direction, view)
-        .await?;
+    let batch = match params.edges {
+        true => {
+            graph
+                .neighbors_with_edges(&type_name, &key, &params.edge, direction, view)
+                .await?
+        }
+        false => {
+            graph
+                .neighbors(&type_name, &key, &params.edge, direction, view)
+                .await?
+        }
+    };
     rows(&headers, &batch)
 }
 

@@ -17,6 +17,9 @@ from .errors import TributaryError, Unavailable, from_body
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
+#: The type name a load line starts with.
+_LINE_TYPE = re.compile(r'^\{"(?:type|edge)":("(?:[^"\\]|\\.)*")')
+
 #: A line of NDJSON as the client takes it: a dict in one of the line shapes
 #: (``{"type": ..., "data": ...}``, ``{"edge": ..., "from": ..., "to": ...}``,
 #: ``{"delete": ...}``, ``{"type": ..., "patch": ...}``), or the line's text.
@@ -455,17 +458,17 @@ class Graph:
         ``commit``) as NDJSON load lines, node types first: what :meth:`load` of a graph
         made with the same :meth:`schema` takes back. Without ``file``, an iterator of
         the lines (``str``); with a path or a binary file, the lines are written there and
-        ``{"commit": ..., "rows": n}`` is returned. ``types`` limits it to those types."""
+        what ``tributary export FILE`` prints is returned: ``{"commit": id, "rows": {type:
+        n}}``. ``types`` limits it to those types."""
         params = _params(
             types=",".join(types) if types else None, branch=branch, commit=commit
         )
         if file is None:
             return self._export_lines(params)
-        rows = 0
-        commit_id = None
         if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
             with open(file, "wb") as out:
                 return self.export(out, types=types, branch=branch, commit=commit)
+        rows: Dict[str, int] = {}
         with self._client._http.stream(
             "GET", f"{self._base}/export", params=params
         ) as response:
@@ -473,9 +476,14 @@ class Graph:
                 response.read()
                 _raise_for(response)
             commit_id = response.headers.get("x-tributary-commit")
-            for chunk in response.iter_bytes():
-                rows += chunk.count(b"\n")
-                file.write(chunk)
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                # Every line starts with its type: {"type":"T",… or {"edge":"E",…
+                named = _LINE_TYPE.match(line)
+                type_name = json.loads(named.group(1)) if named else "?"
+                rows[type_name] = rows.get(type_name, 0) + 1
+                file.write(line.encode() + b"\n")
         return {"commit": commit_id, "rows": rows}
 
     def _export_lines(self, params: Dict[str, Any]) -> Iterator[str]:
@@ -612,15 +620,22 @@ class Graph:
         *,
         edge: str,
         direction: str = "out",
+        with_edges: bool = False,
         fresh: bool = False,
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> pa.Table:
         """The nodes ``edge`` reaches from ``key`` (``direction="in"``: that reach it).
         A node without such edges gives an empty table; a node that does not exist raises
-        :class:`tributary.NoRow` (an empty answer would hide a mistyped key)."""
+        :class:`tributary.NoRow` (an empty answer would hide a mistyped key). With
+        ``with_edges=True``, one row per edge, its properties as ``Edge.field`` columns."""
         params = _params(
-            edge=edge, direction=direction, fresh=fresh, branch=branch, commit=commit
+            edge=edge,
+            direction=direction,
+            edges=with_edges,
+            fresh=fresh,
+            branch=branch,
+            commit=commit,
         )
         return self._arrow(f"/neighbors/{_segment(type_name)}/{_segment(key)}", params)
 

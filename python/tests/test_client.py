@@ -703,6 +703,16 @@ def test_graphs_are_listed_created_exported_and_loaded_back(tmp_path):
             assert source.count("Person") == 2 and source.count("Person", filter="age > 38") == 1
             page = source.read("Person", order_by=["name:desc"], offset=1, limit=1, select=["name"])
             assert page.column("name").to_pylist() == ["ada"]
+            # A value holding a line separator other than a newline stays one line.
+            source.load([person("li\u2028ne", 1)])
+            people = list(source.export(types="Person"))
+            assert len(people) == 3 and all(json.loads(l)["type"] == "Person" for l in people)
+            source.export(tmp_path / "p.ndjson", types="Person")
+            assert copy.load(open(tmp_path / "p.ndjson"))["rows"] == {"Person": 3}
+            assert copy.get("Person", "li\u2028ne") is not None
+            with pytest.raises(tributary.NotFound):
+                source.export(tmp_path / "p.ndjson", types="Persn")
+            assert (tmp_path / "p.ndjson").exists(), "a failed export leaves the old file"
             cleaned = source.cleanup(older_than_s=0)
             assert isinstance(cleaned, dict)
     finally:

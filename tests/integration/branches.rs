@@ -483,6 +483,20 @@ async fn a_merge_conflict_settles_one_way_when_a_side_is_preferred() {
     assert_eq!(age_on(&graph, "main", "bob").await, None);
     assert_eq!(age_on(&graph, "main", "cy").await, Some(7));
 
+    // Only conflicts, all settled for the target: nothing to write, and it says so.
+    let (_dir, graph) = base_graph().await;
+    graph.create_branch("dev", &At::default()).await.unwrap();
+    load_on(&graph, "dev", &[person("ada", 50)]).await;
+    load_on(&graph, "main", &[person("ada", 60)]).await;
+    let head = graph.snapshot(&At::default()).await.unwrap();
+    let kept = graph
+        .merge_branch("dev", "main", Prefer::Target)
+        .await
+        .unwrap();
+    assert_eq!((kept.kind, kept.resolved), (MergeKind::UpToDate, 1));
+    assert_eq!(kept.commit.id, head.id);
+    assert_eq!(age_on(&graph, "main", "ada").await, Some(60));
+
     // The merged branch's change wins for both: ada's age, and bob comes back.
     let (_dir, graph) = conflicted().await;
     let merged = graph

@@ -48,7 +48,10 @@ impl Graph {
     /// The rows of `type_name` at `at` as load lines (see [`tributary_schema::load_lines`]);
     /// rows written under an older schema carry what the current one gives them.
     pub async fn export_type(&self, type_name: &str, at: &At) -> Result<String> {
-        let ty = self.type_def(type_name)?;
+        // The schema as published now, which a long-running server may not hold yet: a
+        // field or type added beside it must not be left out of a copy.
+        let catalog = self.current_catalog().await?;
+        let ty = crate::graph::type_in(&catalog, type_name)?.clone();
         let options = ReadOptions {
             at: at.clone(),
             ..Default::default()

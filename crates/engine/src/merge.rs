@@ -294,8 +294,14 @@ impl Graph {
         }
         // Nothing of the source's is missing from the target (it changed nothing since
         // the base, or the target made each change too): no commit.
+        // So is a merge whose every difference the target's side settled (`resolved`
+        // says how many): the merge base stays, and a later merge without a preference
+        // meets those keys again.
         if writes.is_empty() && conflicts.is_empty() && lines.is_empty() {
-            return Ok(MergeOutcome::up_to_date(base.id, ours));
+            return Ok(MergeOutcome {
+                resolved,
+                ..MergeOutcome::up_to_date(base.id, ours)
+            });
         }
         if !conflicts.is_empty() {
             return MergeConflictSnafu {

@@ -182,9 +182,10 @@ impl GraphOps for Graph {
     }
 
     async fn schema(&self) -> Result<String> {
-        let source = self.schema_source();
-        if !self
-            .catalog()
+        // As published now: another process may have changed it since this one read it.
+        let catalog = self.current_catalog().await?;
+        let source = catalog.source.clone();
+        if !catalog
             .types
             .iter()
             .any(tributary_write::has_embedded_fields)

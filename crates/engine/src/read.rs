@@ -173,6 +173,15 @@ impl Graph {
         }
         let order: Vec<String> = options.order_by.iter().map(|k| k.column.clone()).collect();
         check_columns(ty, &order)?;
+        if let Some(key) = options.order_by.iter().find(|key| {
+            ty.field(&key.column)
+                .is_some_and(|f| matches!(f.ty, FieldType::Vector(_) | FieldType::List(_)))
+        }) {
+            return Err(Error::InvalidOrder {
+                text: key.to_string(),
+                problem: "a list or a vector has no order".to_owned(),
+            });
+        }
         let view = View {
             at: options.at.clone(),
             fresh: options.fresh,
@@ -328,15 +337,22 @@ impl Graph {
         let snapshot = self.snapshot(&view.at).await?;
         let edges = self.open_for_read(&snapshot, edge_def, &view).await?;
         let near_key = vec![key.to_owned()];
-        let mut far_column = vec![far_col.to_owned()];
-        if with_edges {
-            far_column.extend(edge_def.fields.iter().map(|f| f.name.clone()));
-        }
+        let far_column = [far_col.to_owned()];
+        // With the edges, every column: a commit older than a field of the edge type has
+        // no column for it, which `conform` fills as a read of today's schema expects.
+        let columns = (!with_edges).then_some(&far_column[..]);
         let hits = edges
             .reader()
-            .rows_where_in(near_col, &near_key, Some(&far_column))
+            .rows_where_in(near_col, &near_key, columns)
             .await
             .map_err(Error::from_read)?;
+        let hits = match with_edges {
+            true => tributary_schema::conform(edge_def, &hits).map_err(|source| Error::Arrow {
+                action: "bring the edges to the current schema",
+                source,
+            })?,
+            false => hits,
+        };
         let keys: Vec<String> = string_column(&hits, far_col)
             .iter()
             .flatten()
@@ -541,7 +557,7 @@ fn vector_search_column(ty: &TypeDef, dimension: usize) -> Result<&str> {
 }
 
 /// One row per edge of `hits`: the node of `nodes` its `far_col` names, then the edge's
-/// other columns as `Edge.column`. An edge whose node `nodes` lacks is left out (a commit
+/// properties as `Edge.column`. An edge whose node `nodes` lacks is left out (a commit
 /// holds every edge's ends; a fresh read may see an edge before its node's fold).
 fn beside_their_edges(
     nodes: &RecordBatch,
@@ -578,7 +594,8 @@ fn beside_their_edges(
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(arrow)?;
     for (field, column) in hits.schema().fields().iter().zip(hits.columns()) {
-        if field.name() == far_col {
+        // The edge's own columns: its ends and id are the rows' keys already.
+        if matches!(field.name().as_str(), "id" | "src" | "dst") {
             continue;
         }
         let renamed = field

@@ -32,7 +32,9 @@ impl Graph {
     /// versions.
     pub async fn describe_snapshot(&self, at: &At) -> Result<Snapshot> {
         let commit = self.snapshot(at).await?;
-        Snapshot::describe(&self.store, &commit, &self.catalog())
+        // The schema as published now: a long-running process may hold an older one.
+        let catalog = self.current_catalog().await?;
+        Snapshot::describe(&self.store, &commit, &catalog)
             .await
             .context(FeedSnafu)
     }

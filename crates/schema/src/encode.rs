@@ -252,6 +252,39 @@ edge Knows: Person -> Person
         );
     }
 
+    /// The ends of F32: its largest value exports in a form that reads back as itself;
+    /// a vector element or a scalar past it is refused when written, never stored as
+    /// infinity.
+    #[test]
+    fn the_largest_f32_round_trips_and_past_it_is_refused() {
+        let catalog = Catalog::parse(SCHEMA).unwrap();
+        let largest = decode_str(
+            &catalog,
+            r#"{"type":"Person","data":{"name":"a","score":3.4028234e38,"v":[3.4028234e38,0,0]}}"#,
+        );
+        assert!(largest.rejects.is_empty(), "{:?}", largest.rejects);
+        let mut text = String::new();
+        load_lines(
+            catalog.get("Person").unwrap(),
+            &largest.batches[0].batch,
+            &mut text,
+        )
+        .unwrap();
+        let again = decode_str(&catalog, &text);
+        assert!(again.rejects.is_empty(), "{:?}\n{text}", again.rejects);
+        assert_eq!(again.batches[0].batch, largest.batches[0].batch);
+        for past in [r#""score":1e39"#, r#""v":[1e39,0,0]"#] {
+            let line = format!(r#"{{"type":"Person","data":{{"name":"b",{past}}}}}"#);
+            let refused = decode_str(&catalog, &line);
+            assert_eq!(refused.rejects.len(), 1, "{past}");
+            assert!(
+                refused.rejects[0].reason.contains("overflows F32"),
+                "{:?}",
+                refused.rejects
+            );
+        }
+    }
+
     #[test]
     fn a_column_of_another_type_is_named() {
         let catalog = Catalog::parse(SCHEMA).unwrap();

@@ -16,6 +16,8 @@ pub enum Scope {
 
 #[derive(Clone)]
 struct Grant {
+    /// Its line in the tokens file: how logs name the token.
+    line: usize,
     token: String,
     scope: Scope,
     /// `None` for `*`.
@@ -68,6 +70,7 @@ impl Tokens {
                 }
             };
             grants.push(Grant {
+                line: at,
                 token: (*token).to_owned(),
                 scope,
                 graph: (*graph != "*").then(|| (*graph).to_owned()),
@@ -77,6 +80,15 @@ impl Tokens {
             return Err("the tokens file grants nothing".into());
         }
         Ok(Tokens { grants })
+    }
+
+    /// How the logs name `token`: the line of the tokens file that first grants it, which
+    /// gives nothing of the token away; `None` for a token the file does not hold.
+    pub fn line_of(&self, token: &str) -> Option<usize> {
+        self.grants
+            .iter()
+            .find(|g| constant_time_eq(g.token.as_bytes(), token.as_bytes()))
+            .map(|g| g.line)
     }
 
     /// May the bearer of `token` act with `scope` on `graph` (`None`: no particular graph)?

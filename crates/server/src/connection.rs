@@ -75,7 +75,7 @@ struct TargetRepair<S> {
     /// Bytes of the first line seen so far (a line longer than this is left as it is).
     seen: usize,
     /// Spaces seen on the first line: the target is between the first and the second.
-    spaces: u8,
+    spaces: u32,
     done: bool,
     /// Repaired bytes the reader has not taken yet.
     pending: Vec<u8>,
@@ -104,7 +104,7 @@ impl<S> TargetRepair<S> {
             self.seen += 1;
             match byte {
                 b'\n' => self.done = true,
-                b' ' => self.spaces += 1,
+                b' ' => self.spaces = self.spaces.saturating_add(1),
                 _ if self.spaces == 1 && needs_encoding(byte) => {
                     self.pending
                         .extend_from_slice(format!("%{byte:02X}").as_bytes());

@@ -37,7 +37,7 @@ pub struct ExportParams {
 /// short, so a client that does not read to a clean end has not got the whole export.
 #[utoipa::path(get, path = "/graphs/{id}/export", tag = "reads", operation_id = "export",
     params(("id" = String, Path, description = "Graph id: its folder name under the server root."), ExportParams),
-    responses((status = 200, description = "NDJSON load lines, one row per line.", body = String, content_type = "application/x-ndjson",
+    responses((status = 200, description = "NDJSON load lines, one row per line: `{\"type\", \"data\"}` or `{\"edge\", \"from\", \"to\", \"data\"?}`.", body = Object, content_type = "application/x-ndjson",
         headers(("x-tributary-commit" = String, description = "The commit exported.")))))]
 pub async fn export(
     Reading { graph, .. }: Reading,

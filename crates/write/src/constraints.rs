@@ -619,10 +619,19 @@ impl<'a> ConstraintChecker<'a> {
         }
         // Replacing the edge (a person changing company) is a delete of the old one and
         // the new one together.
+        let quoted = |text: &str| serde_json::to_string(text).unwrap_or_default();
+        let delete = match &ty.key {
+            // An edge type with its own key is deleted by it.
+            Some(_) => format!("{{\"delete\":{},\"key\":…}}", quoted(&ty.name)),
+            None => format!(
+                "{{\"delete\":{},\"from\":{},\"to\":…}}",
+                quoted(&ty.name),
+                quoted(src)
+            ),
+        };
         let rule = format!(
             "allows at most {max}; to replace an edge, delete the old one in the same write \
-             ({{\"delete\":\"{}\",\"from\":\"{src}\",\"to\":…}})",
-            ty.name
+             ({delete})"
         );
         Some(card_message(ty, card, row, src, edges.len() + 1, rule))
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import urllib.parse
@@ -18,7 +19,7 @@ from .errors import TributaryError, Unavailable, from_body
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
 #: The type name a load line starts with.
-_LINE_TYPE = re.compile(r'^\{"(?:type|edge)":("(?:[^"\\]|\\.)*")')
+_LINE_TYPE = re.compile(rb'^\{"(?:type|edge)":("(?:[^"\\]|\\.)*")')
 
 #: A line of NDJSON as the client takes it: a dict in one of the line shapes
 #: (``{"type": ..., "data": ...}``, ``{"edge": ..., "from": ..., "to": ...}``,
@@ -450,7 +451,7 @@ class Graph:
         self,
         file: Any = None,
         *,
-        types: Optional[Sequence[str]] = None,
+        types: Optional[Union[str, Sequence[str]]] = None,
         branch: Optional[str] = None,
         commit: Optional[str] = None,
     ) -> Any:
@@ -459,16 +460,40 @@ class Graph:
         made with the same :meth:`schema` takes back. Without ``file``, an iterator of
         the lines (``str``); with a path or a binary file, the lines are written there and
         what ``tributary export FILE`` prints is returned: ``{"commit": id, "rows": {type:
-        n}}``. ``types`` limits it to those types."""
+        n}}`` (a path is written under a temporary name and renamed once whole).
+        ``types`` limits it to those types."""
+        if isinstance(types, str):
+            types = [types]
         params = _params(
             types=",".join(types) if types else None, branch=branch, commit=commit
         )
         if file is None:
-            return self._export_lines(params)
+            return (line.decode() for line, _ in self._export_lines(params))
         if isinstance(file, (str, bytes)) or hasattr(file, "__fspath__"):
-            with open(file, "wb") as out:
-                return self.export(out, types=types, branch=branch, commit=commit)
+            path = os.fsdecode(file)
+            partial = path + ".partial"
+            try:
+                with open(partial, "wb") as out:
+                    written = self.export(out, types=types, branch=branch, commit=commit)
+                os.replace(partial, path)
+            finally:
+                if os.path.exists(partial):
+                    os.remove(partial)
+            return written
         rows: Dict[str, int] = {}
+        commit_id = None
+        for line, commit_id in self._export_lines(params):
+            # Every line starts with its type: {"type":"T",… or {"edge":"E",…
+            named = _LINE_TYPE.match(line)
+            type_name = json.loads(named.group(1)) if named else "?"
+            rows[type_name] = rows.get(type_name, 0) + 1
+            file.write(line + b"\n")
+        return {"commit": commit_id, "rows": rows}
+
+    def _export_lines(self, params: Dict[str, Any]) -> Iterator[Any]:
+        """Each exported line (bytes, without its newline) with the commit exported. Lines
+        are split at newlines only: a value may hold other line separators (U+2028), which
+        JSON leaves as they are."""
         with self._client._http.stream(
             "GET", f"{self._base}/export", params=params
         ) as response:
@@ -476,26 +501,15 @@ class Graph:
                 response.read()
                 _raise_for(response)
             commit_id = response.headers.get("x-tributary-commit")
-            for line in response.iter_lines():
-                if not line:
-                    continue
-                # Every line starts with its type: {"type":"T",… or {"edge":"E",…
-                named = _LINE_TYPE.match(line)
-                type_name = json.loads(named.group(1)) if named else "?"
-                rows[type_name] = rows.get(type_name, 0) + 1
-                file.write(line.encode() + b"\n")
-        return {"commit": commit_id, "rows": rows}
-
-    def _export_lines(self, params: Dict[str, Any]) -> Iterator[str]:
-        with self._client._http.stream(
-            "GET", f"{self._base}/export", params=params
-        ) as response:
-            if response.status_code >= 400:
-                response.read()
-                _raise_for(response)
-            for line in response.iter_lines():
-                if line:
-                    yield line
+            rest = b""
+            for chunk in response.iter_bytes():
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                for line in lines:
+                    if line:
+                        yield line, commit_id
+            if rest:
+                yield rest, commit_id
 
     # Schema and housekeeping
 

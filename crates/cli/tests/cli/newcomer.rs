@@ -139,6 +139,49 @@ fn a_server_exports_lists_its_graphs_and_logs_each_request_without_the_token() {
         &root.to_string_lossy(),
         &["--tokens", &tokens.to_string_lossy()],
     );
+    // A schema changed beside the running server: its export and schema show the new
+    // field and type (the server opened the graph before the change).
+    ok(&[
+        "count",
+        "g",
+        "Person",
+        "--server",
+        &served.url,
+        "--token",
+        "g-secret",
+    ]);
+    let schema = dir.path().join("more.tg");
+    let source = std::fs::read_to_string(examples().join("schema.tg")).unwrap()
+        + "node Tag { label: String @key }\n";
+    let source = source.replacen(
+        "embedding: Vector(8)? @embed(bio) @index\n",
+        "embedding: Vector(8)? @embed(bio) @index\n  nick: String?\n",
+        1,
+    );
+    std::fs::write(&schema, &source).unwrap();
+    ok(&["schema", "apply", &graph, &schema.to_string_lossy()]);
+    let more = dir.path().join("more.ndjson");
+    std::fs::write(
+        &more,
+        "{\"type\":\"Person\",\"data\":{\"name\":\"nicked\",\"nick\":\"n\"}}\n{\"type\":\"Tag\",\"data\":{\"label\":\"t\"}}\n",
+    )
+    .unwrap();
+    ok(&["load", &graph, &more.to_string_lossy()]);
+    let remote_schema = bin()
+        .args([
+            "schema",
+            "g",
+            "--server",
+            &served.url,
+            "--token",
+            "g-secret",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&remote_schema.stdout).contains("nick: String?"),
+        "{remote_schema:?}"
+    );
     // Streamed through the server, the export is the embedded one.
     let remote = bin()
         .args([
@@ -152,9 +195,12 @@ fn a_server_exports_lists_its_graphs_and_logs_each_request_without_the_token() {
         .output()
         .unwrap();
     assert!(remote.status.success(), "{remote:?}");
-    assert_eq!(
-        String::from_utf8(remote.stdout).unwrap(),
-        ok(&["export", &graph])
+    let exported = String::from_utf8(remote.stdout).unwrap();
+    assert_eq!(exported, ok(&["export", &graph]));
+    assert!(
+        exported.contains(r#""nick":"n""#)
+            && exported.contains(r#"{"type":"Tag","data":{"label":"t"}}"#),
+        "a field and a type added beside the server are exported"
     );
 
     // The graphs a token may read: folders that hold no graph are not listed.
@@ -211,6 +257,13 @@ fn a_server_exports_lists_its_graphs_and_logs_each_request_without_the_token() {
         "{log}"
     );
     assert!(!log.contains("secret"), "a token in the log: {log}");
+    // A token is named by the line of the tokens file that grants it.
+    assert!(
+        access
+            .iter()
+            .any(|l| l.contains("/export") && l.contains("token=\"line 2\"")),
+        "{log}"
+    );
     assert!(!log.contains("agee"), "a query string in the log: {log}");
 }
 
@@ -358,6 +411,12 @@ fn summaries_and_refusals_say_what_happened() {
     assert_eq!(page.lines().collect::<Vec<_>>(), expected, "{page}");
     let bad_order = run(&["read", &graph, "Person", "--order-by", "age:down"]);
     assert_eq!(bad_order.status.code(), Some(65), "{bad_order:?}");
+    let no_order = run(&["read", &graph, "Person", "--order-by", "embedding"]);
+    assert_eq!(no_order.status.code(), Some(65), "{no_order:?}");
+    assert!(
+        String::from_utf8_lossy(&no_order.stderr).contains("has no order"),
+        "{no_order:?}"
+    );
     let wrong = run(&["get", &graph, "Person", "person-0001", "--select", "nmae"]);
     assert_eq!(wrong.status.code(), Some(65), "{wrong:?}");
     assert!(

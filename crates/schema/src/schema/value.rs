@@ -67,7 +67,10 @@ fn convert_type<'a>(ty: &FieldType, value: Json<'a>) -> Result<Cell<'a>, String>
             number @ (Json::Int(_) | Json::BigUint(_) | Json::Float(_)),
         ) => {
             let value = as_f64(&number).unwrap_or_default();
-            if *ty == FieldType::F32 && value.abs() > f64::from(f32::MAX) {
+            // What overflows is what has no nearest F32: a number that rounds to F32's
+            // largest is that largest (an export writes it as 3.4028235e38). `@range` is
+            // checked on the number as written.
+            if *ty == FieldType::F32 && (value as f32).is_infinite() {
                 return Err(overflow(format!("{value:?}"), ty));
             }
             Cell::Float(value)
@@ -110,6 +113,11 @@ fn convert_type<'a>(ty: &FieldType, value: Json<'a>) -> Result<Cell<'a>, String>
             let mut vector = Vec::with_capacity(items.len());
             for (position, item) in items.iter().enumerate() {
                 match as_f64(item) {
+                    // A vector holds F32s: one too large for them is refused, not stored
+                    // as infinity (which no reader, and no export, can use).
+                    Some(value) if (value as f32).is_infinite() => {
+                        return Err(format!("element {position}: {value:?} overflows F32"))
+                    }
                     Some(value) => vector.push(value as f32),
                     None => {
                         return Err(format!(

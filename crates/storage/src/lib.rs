@@ -471,17 +471,22 @@ impl GraphStore {
             .collect())
     }
 
+    /// What is directly below `dir`; `None` when `dir` is not there.
+    async fn listing(&self, dir: &str) -> Result<Option<object_store::ListResult>> {
+        let (raw, prefix) = self.raw_at(dir).await?;
+        match raw.list_with_delimiter(Some(&prefix)).await {
+            Ok(listing) => Ok(Some(listing)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(source) => Err(source).context(ObjectStoreSnafu {
+                path: prefix.to_string(),
+            }),
+        }
+    }
+
     /// The objects directly below `dir`: name, size and when each was last written.
     pub async fn entries(&self, dir: &str) -> Result<Vec<Entry>> {
-        let (raw, prefix) = self.raw_at(dir).await?;
-        let listing = match raw.list_with_delimiter(Some(&prefix)).await {
-            Ok(listing) => listing,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(source).context(ObjectStoreSnafu {
-                    path: prefix.to_string(),
-                })
-            }
+        let Some(listing) = self.listing(dir).await? else {
+            return Ok(Vec::new());
         };
         Ok(listing
             .objects
@@ -498,15 +503,8 @@ impl GraphStore {
 
     /// Names of the folders (common prefixes) directly below `dir`, sorted.
     pub async fn folders(&self, dir: &str) -> Result<Vec<String>> {
-        let (raw, prefix) = self.raw_at(dir).await?;
-        let listing = match raw.list_with_delimiter(Some(&prefix)).await {
-            Ok(listing) => listing,
-            Err(object_store::Error::NotFound { .. }) => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(source).context(ObjectStoreSnafu {
-                    path: prefix.to_string(),
-                })
-            }
+        let Some(listing) = self.listing(dir).await? else {
+            return Ok(Vec::new());
         };
         let mut names: Vec<String> = listing
             .common_prefixes

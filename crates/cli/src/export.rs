@@ -63,10 +63,9 @@ pub async fn run(
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    let counts: Vec<(String, u64)> = plan.types.clone();
     let summary = output::Summary::new()
         .with("commit", plan.commit.clone())
-        .counts("rows", counts.iter().map(|(name, rows)| (name, rows)));
+        .counts("rows", plan.types.iter().map(|(name, rows)| (name, rows)));
     match file {
         Some(file) => {
             let path = file.finish()?;

@@ -309,20 +309,26 @@ async fn not_found() -> ApiError {
 /// data), status, milliseconds to the answer's head, and which token it was as the line of
 /// the tokens file that grants it (never the token, nor anything derived from it).
 async fn observe(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    // The access line's parts are gathered only when it is written.
+    let logging = tracing::enabled!(target: "tributary::access", tracing::Level::INFO);
     let started = std::time::Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let token = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(bearer_token)
-        .map(
-            |token| match state.config.tokens.as_ref().and_then(|t| t.line_of(token)) {
-                Some(line) => format!("line {line}"),
-                None => "unknown".to_owned(),
-            },
-        );
+    let token = logging
+        .then(|| {
+            let token = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token)?;
+            Some(
+                match state.config.tokens.as_ref().and_then(|t| t.line_of(token)) {
+                    Some(line) => format!("line {line}"),
+                    None => "unknown".to_owned(),
+                },
+            )
+        })
+        .flatten();
     let response = next.run(request).await;
     state.metrics.responded(response.status().as_u16());
     tracing::info!(

@@ -384,18 +384,17 @@ pub async fn neighbors(
         Some(DirectionName::In) => Direction::In,
     };
     let view = params.at.view()?;
-    let batch = match params.edges {
-        true => {
-            graph
-                .neighbors_with_edges(&type_name, &key, &params.edge, direction, view)
-                .await?
-        }
-        false => {
-            graph
-                .neighbors(&type_name, &key, &params.edge, direction, view)
-                .await?
-        }
-    };
+    // One operation, as every client reaches it.
+    let batch = tributary::GraphOps::neighbors(
+        &*graph,
+        &type_name,
+        &key,
+        &params.edge,
+        direction,
+        &view,
+        params.edges,
+    )
+    .await?;
     rows(&headers, &batch)
 }
 
